@@ -1,0 +1,3 @@
+"""podpin: exclusive, NUMA-aligned CPUs for Kubernetes pods with a pod-level shared pool for sidecars."""
+
+__version__ = "0.1.0"

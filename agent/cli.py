@@ -1,0 +1,42 @@
+"""The ``podpin`` command line: one sub-command per module in ``agent.commands``.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and
+sets ``func`` to a callable taking the parsed arguments and returning the exit
+status. This module only assembles them, so each command stays in its own file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from agent import __version__
+from agent.commands import COMMANDS
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every registered sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="podpin",
+        description="Exclusive, NUMA-aligned CPUs for Kubernetes pods, with a pod-level shared pool for sidecars.",
+    )
+    parser.add_argument("--version", action="version", version=f"podpin {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in COMMANDS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``podpin``; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    status: int = func(args)
+    return status
