@@ -1,0 +1,99 @@
+"""The plan: what every cgroup should hold, as pure values (DESIGN §4).
+
+The planner produces a :class:`Plan` from its :class:`~agent.alloc.state.NodeState`
+and the current pods; the reconciler only turns it into file writes. Values set
+to ``None`` are left alone (the runtime's or the kernel's value stands).
+
+* exclusive container: ``cpuset.cpus`` = its slice, ``cpu.max`` = ``max <period>``;
+* pod-shared container: ``cpuset.cpus`` = the pod shared pool, quota untouched;
+* node-shared container of a managed pod: ``cpuset.cpus`` = the node shared pool
+  (so it cannot inherit a sibling's exclusive CPUs from the pod cgroup);
+* managed pod cgroup: ``cpuset.cpus`` = union of its containers' sets,
+  ``cpu.max`` = ``max <period>`` when any container is exclusive;
+* Guaranteed pod with nothing pinned: the pod cgroup is confined to the node
+  shared pool (Guaranteed pods sit directly under ``kubepods``);
+* Burstable and BestEffort pods: confined by their QoS slice, which holds the
+  node shared pool; nothing is written per pod.
+* ``cpuset.mems`` only with the ``Static`` memory policy: the NUMA nodes of the
+  container's (pod's) memory blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.cpuset import CPUSet
+
+__all__ = ["DesiredValues", "ContainerPlan", "PodPlan", "Plan", "POOLS", "KINDS"]
+
+#: Container pools, as reported in plans, logs and metrics.
+POOLS = ("exclusive", "pod-shared", "node-shared")
+#: Container kinds.
+KINDS = ("init", "sidecar", "app")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DesiredValues:
+    """What to write into one cgroup; None = leave that file alone."""
+
+    cpuset_cpus: CPUSet | None = None
+    cpuset_mems: CPUSet | None = None
+    cpu_max: str | None = None
+
+    def is_empty(self) -> bool:
+        return self.cpuset_cpus is None and self.cpuset_mems is None and self.cpu_max is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContainerPlan:
+    """One container: where it runs and what its cgroup should hold."""
+
+    name: str
+    kind: str
+    pool: str
+    cpus: CPUSet
+    numa: tuple[int, ...]
+    container_id: str | None
+    desired: DesiredValues
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodPlan:
+    """One pod: the admission outcome, its bubble, and its own cgroup's values."""
+
+    uid: str
+    namespace: str
+    name: str
+    qos: str
+    admitted: bool
+    reason: str | None
+    message: str | None
+    numa_affinity: tuple[int, ...] | None
+    bubble: CPUSet | None
+    desired: DesiredValues
+    containers: tuple[ContainerPlan, ...]
+
+    def container(self, name: str) -> ContainerPlan:
+        """The plan of one container (``KeyError`` if the pod has no such container)."""
+        for plan in self.containers:
+            if plan.name == name:
+                return plan
+        raise KeyError(name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The whole node: its CPUs, the pools and every pod."""
+
+    online: CPUSet
+    reserved: CPUSet
+    shared_pool: CPUSet
+    qos_desired: DesiredValues
+    pods: tuple[PodPlan, ...]
+
+    def pod(self, uid: str) -> PodPlan:
+        """The plan of one pod (``KeyError`` if unknown)."""
+        for plan in self.pods:
+            if plan.uid == uid:
+                return plan
+        raise KeyError(uid)

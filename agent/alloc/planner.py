@@ -1,0 +1,331 @@
+"""The planner: admit and release pods, and say what every cgroup should hold.
+
+``Planner`` is the pure core's whole API (style §1): it is built from a
+:class:`Topology`, an :class:`AgentConfig` and optionally a
+:class:`NodeState` restored from a checkpoint; ``admit(pod)`` returns a
+:class:`Decision`, ``release(uid)`` frees a gone pod, ``snapshot()`` gives the
+current :class:`NodeState`, and ``plan(pods)`` the desired cgroup values.
+
+An admission is atomic: the policies work on copies of the CPU and memory
+states, and the copies replace the snapshot only when the whole pod fitted. A
+rejected pod holds nothing and keeps running in the node shared pool; the
+decision carries the kubelet's reason and message.
+
+Policies and the scope are chosen once, here, from the configured names. The
+checks that need the machine (NUMA node count, distances, sockets vs NUMA
+nodes, reserved CPUs and memory on existing nodes) fail construction with a
+:class:`PlannerError` that names the setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+
+from agent.alloc.cpu import StaticCPUPolicy, reserved_cpus_for
+from agent.alloc.cpu_state import CPUState, validate_cpu_state
+from agent.alloc.errors import AllocationError, PlacementError
+from agent.alloc.hints import NUMAInfo, ids_of
+from agent.alloc.memory import StaticMemoryPolicy
+from agent.alloc.memory_state import MemoryState, NUMAMemory, default_machine_state
+from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan
+from agent.alloc.scope import Providers, admit_pod
+from agent.alloc.state import CheckpointError, NodeState, PodRecord, validate_node_state
+from agent.alloc.tm_policy import make_policy
+from agent.config import AgentConfig
+from agent.cpuset import CPUSet
+from agent.pods.eligibility import container_exclusive_cpus
+from agent.pods.model import PodView
+from agent.topology.model import Topology
+
+__all__ = ["Planner", "PlannerError", "Decision"]
+
+
+class PlannerError(ValueError):
+    """A configuration that cannot work on this machine; the message names the setting."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The outcome of admitting one pod."""
+
+    uid: str
+    namespace: str
+    name: str
+    admitted: bool
+    reason: str | None = None
+    message: str | None = None
+    numa_affinity: tuple[int, ...] | None = None
+    exclusive_containers: int = 0
+    pod_level: bool = False
+    already_admitted: bool = False
+
+
+class Planner:
+    """Admits pods into a :class:`NodeState` and plans the cgroup values."""
+
+    def __init__(self, topology: Topology, config: AgentConfig, state: NodeState | None = None) -> None:
+        """Build the policies for this machine and adopt ``state`` (validated) or start empty.
+
+        Raises:
+            PlannerError: the configuration does not fit the machine.
+            CheckpointError: ``state`` does not fit the machine or itself.
+        """
+        self.topology = topology
+        self.config = config
+        self._check_machine(topology, config)
+        options = config.cpu_policy_options
+        self._cpu: StaticCPUPolicy | None = None
+        reserved = CPUSet()
+        if config.cpu_manager_policy == "static":
+            try:
+                reserved = reserved_cpus_for(topology, options, config.num_reserved_cpus(), config.reserved_system_cpus)
+            except AllocationError as err:
+                raise PlannerError(f"reservedSystemCPUs/kubeReserved/systemReserved: {err.message}") from err
+            self._cpu = StaticCPUPolicy(topology, options, reserved)
+        self._memory = StaticMemoryPolicy() if config.memory_manager_policy == "Static" else None
+        self._expected_memory: dict[int, NUMAMemory] | None = None
+        if self._memory is not None:
+            held = {e.numa_node: dict(e.limits) for e in config.reserved_memory}
+            self._expected_memory = default_machine_state(topology, held)
+        numa_info = NUMAInfo.from_topology(topology)
+        self._policy = make_policy(
+            config.topology_manager_policy,
+            numa_info,
+            prefer_closest=config.topology_policy_options.prefer_closest_numa,
+        )
+        self._providers = Providers(cpu=self._cpu, memory=self._memory)
+        self._state = self._adopt(state, reserved) if state is not None else self._initial(reserved)
+
+    # -- construction --------------------------------------------------------------------
+    @staticmethod
+    def _check_machine(topology: Topology, config: AgentConfig) -> None:
+        nodes = topology.memory_numa_ids
+        limit = config.topology_policy_options.max_allowable_numa_nodes
+        if config.topology_manager_policy != "none" and len(nodes) > limit:
+            raise PlannerError(
+                f"topologyManagerPolicy: unsupported on machines with more than {limit} NUMA Nodes "
+                f"(this one has {len(nodes)}; raise topologyManagerPolicyOptions max-allowable-numa-nodes)"
+            )
+        if config.topology_policy_options.prefer_closest_numa and not topology.has_distances():
+            raise PlannerError("topologyManagerPolicyOptions: prefer-closest-numa-nodes needs the NUMA distances, which this machine does not list")
+        if config.cpu_policy_options.align_by_socket and topology.counters.num_sockets > topology.counters.num_numa_nodes:
+            raise PlannerError(
+                "cpuManagerPolicyOptions: Align by socket is not compatible with hardware where number of sockets "
+                "are more than number of NUMA"
+            )
+        unknown = config.reserved_system_cpus - topology.online_cpus
+        if unknown:
+            raise PlannerError(f"reservedSystemCPUs: CPUs {unknown} are not online CPUs of this machine ({topology.online_cpus})")
+        if config.cpu_manager_policy == "static" and config.num_reserved_cpus() >= len(topology.online_cpus):
+            raise PlannerError(
+                f"kubeReserved/systemReserved: reserving {config.num_reserved_cpus()} CPUs leaves none of the "
+                f"{len(topology.online_cpus)} online CPUs for pods"
+            )
+        for entry in config.reserved_memory:
+            if entry.numa_node not in nodes:
+                raise PlannerError(f"reservedMemory: NUMA node {entry.numa_node} does not exist on this machine (nodes {list(nodes)})")
+
+    def _initial(self, reserved: CPUSet) -> NodeState:
+        cpu = CPUState()
+        strict = self.config.cpu_policy_options.strict_cpu_reservation
+        validate_cpu_state(cpu, self.topology.online_cpus, reserved, strict=strict)
+        memory = None
+        if self._expected_memory is not None:
+            memory = MemoryState(machine={n: m.copy() for n, m in self._expected_memory.items()})
+        return NodeState(online=self.topology.online_cpus, reserved=reserved, cpu=cpu, memory=memory)
+
+    def _adopt(self, state: NodeState, reserved: CPUSet) -> NodeState:
+        if state.online != self.topology.online_cpus:
+            raise CheckpointError(
+                f'current set of available CPUs "{self.topology.online_cpus}" doesn\'t match with CPUs in state "{state.online}"'
+            )
+        if state.reserved != reserved:
+            raise CheckpointError(f'the checkpoint reserves CPUs "{state.reserved}" but the configuration reserves "{reserved}"')
+        validate_node_state(
+            state, strict=self.config.cpu_policy_options.strict_cpu_reservation, expected_memory=self._expected_memory
+        )
+        return state
+
+    # -- the API ---------------------------------------------------------------------------
+    def snapshot(self) -> NodeState:
+        """The current node state (never mutated afterwards)."""
+        return self._state
+
+    @property
+    def reserved(self) -> CPUSet:
+        return self._state.reserved
+
+    def is_admitted(self, uid: str) -> bool:
+        return uid in self._state.pods
+
+    def admit(self, pod: PodView) -> Decision:
+        """Admit a pod: allocate whatever it is eligible for, or reject it and change nothing.
+
+        A pod already in the state keeps its allocations (a restart never moves CPUs).
+        """
+        existing = self._state.pods.get(pod.uid)
+        if existing is not None:
+            return Decision(
+                uid=pod.uid,
+                namespace=pod.namespace,
+                name=pod.name,
+                admitted=True,
+                numa_affinity=existing.numa_affinity,
+                already_admitted=True,
+            )
+        cpu = self._state.cpu.copy()
+        memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
+        try:
+            admission = admit_pod(
+                pod,
+                policy=self._policy,
+                scope=self.config.topology_manager_scope,
+                providers=self._providers,
+                cpu=cpu,
+                memory=memory,
+            )
+            self._check_shared_pool(cpu)
+        except PlacementError as err:
+            if self._cpu is not None:
+                self._cpu.start_pod(pod.uid)
+            if self._memory is not None:
+                self._memory.start_pod(pod.uid)
+            return Decision(
+                uid=pod.uid, namespace=pod.namespace, name=pod.name, admitted=False, reason=err.reason, message=err.message
+            )
+        affinity = 0
+        for hint in admission.hints.values():
+            if hint.affinity is not None:
+                affinity |= hint.affinity
+        numa = ids_of(affinity) if affinity else None
+        record = PodRecord(uid=pod.uid, namespace=pod.namespace, name=pod.name, numa_affinity=numa)
+        pods = dict(self._state.pods)
+        pods[pod.uid] = record
+        self._state = replace(
+            self._state,
+            cpu=cpu,
+            memory=memory if self._state.memory is not None else None,
+            pods=MappingProxyType(pods),
+        )
+        return Decision(
+            uid=pod.uid,
+            namespace=pod.namespace,
+            name=pod.name,
+            admitted=True,
+            numa_affinity=numa,
+            exclusive_containers=admission.exclusive_requests,
+            pod_level=admission.pod_level,
+        )
+
+    def _check_shared_pool(self, cpu: CPUState) -> None:
+        """Never let an allocation empty the node shared pool (kubelet issue #141196)."""
+        if self._cpu is not None and not cpu.default:
+            raise AllocationError(
+                "not enough cpus available to satisfy request: the node shared pool would be left empty"
+            )
+
+    def release(self, uid: str) -> bool:
+        """Free everything a gone pod held; returns False when the pod was unknown."""
+        if uid not in self._state.pods:
+            return False
+        cpu = self._state.cpu.copy()
+        if self._cpu is not None:
+            self._cpu.remove_pod(cpu, uid)
+        memory = self._state.memory.copy() if self._state.memory is not None else None
+        if self._memory is not None and memory is not None:
+            self._memory.remove_pod(memory, uid)
+        pods = dict(self._state.pods)
+        del pods[uid]
+        self._state = replace(self._state, cpu=cpu, memory=memory, pods=MappingProxyType(pods))
+        return True
+
+    # -- the plan ----------------------------------------------------------------------------
+    def plan(self, pods: Iterable[PodView], decisions: dict[str, Decision] | None = None) -> Plan:
+        """Desired cgroup values for these pods (in the order given) and the node pools.
+
+        Args:
+            pods: the pods bound to the node.
+            decisions: the latest decision per uid, so rejected pods carry their reason.
+        """
+        decisions = decisions or {}
+        shared = self._state.cpu.default
+        plans = tuple(self._pod_plan(pod, shared, decisions.get(pod.uid)) for pod in pods)
+        return Plan(
+            online=self._state.online,
+            reserved=self._state.reserved,
+            shared_pool=shared,
+            qos_desired=DesiredValues(cpuset_cpus=shared),
+            pods=plans,
+        )
+
+    def _mems(self, uid: str, name: str | None) -> CPUSet | None:
+        memory = self._state.memory
+        if memory is None:
+            return None
+        blocks = memory.pod_blocks.get(uid, ()) if name is None else memory.get(uid, name) or ()
+        nodes = CPUSet(n for block in blocks for n in block.numa)
+        return nodes or None
+
+    def _pod_plan(self, pod: PodView, shared: CPUSet, decision: Decision | None) -> PodPlan:
+        state = self._state
+        record = state.pods.get(pod.uid)
+        assignments = state.cpu.assignments.get(pod.uid, {})
+        bubble = state.cpu.pod_entries.get(pod.uid)
+        has_memory = state.memory is not None and (pod.uid in state.memory.blocks or pod.uid in state.memory.pod_blocks)
+        managed = record is not None and (bool(assignments) or has_memory)
+        period = self.config.cfs_period_text()
+        containers: list[ContainerPlan] = []
+        union = CPUSet()
+        mems = self._mems(pod.uid, None) or CPUSet()
+        any_exclusive = False
+        for container in pod.all_containers:
+            cpus = assignments.get(container.name)
+            if cpus is None:
+                pool = "node-shared"
+                cpus = shared
+            elif bubble is not None and container_exclusive_cpus(pod, container) == 0:
+                pool = "pod-shared"
+            else:
+                pool = "exclusive"
+            any_exclusive = any_exclusive or pool == "exclusive"
+            container_mems = self._mems(pod.uid, container.name)
+            union = union | cpus
+            mems = mems | (container_mems or CPUSet())
+            desired = DesiredValues(
+                cpuset_cpus=cpus,
+                cpuset_mems=container_mems,
+                cpu_max=period if pool == "exclusive" else None,
+            ) if managed else DesiredValues()
+            containers.append(
+                ContainerPlan(
+                    name=container.name,
+                    kind=container.kind,
+                    pool=pool,
+                    cpus=cpus,
+                    numa=self.topology.numa_of(cpus),
+                    container_id=container.container_id,
+                    desired=desired,
+                )
+            )
+        if managed:
+            pod_desired = DesiredValues(cpuset_cpus=union, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None)
+        elif pod.qos == "Guaranteed":
+            pod_desired = DesiredValues(cpuset_cpus=shared)
+        else:
+            pod_desired = DesiredValues()
+        rejected = decision is not None and not decision.admitted and record is None
+        return PodPlan(
+            uid=pod.uid,
+            namespace=pod.namespace,
+            name=pod.name,
+            qos=pod.qos,
+            admitted=record is not None,
+            reason=decision.reason if rejected and decision else None,
+            message=decision.message if rejected and decision else None,
+            numa_affinity=record.numa_affinity if record is not None else None,
+            bubble=bubble,
+            desired=pod_desired,
+            containers=tuple(containers),
+        )
