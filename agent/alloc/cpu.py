@@ -273,9 +273,8 @@ class StaticCPUPolicy:
         reuse = self._reuse.get(pod.uid, CPUSet())
         if container.kind == "init":
             self._reuse[pod.uid] = reuse | cpus
-        elif container.kind == "sidecar":
-            self._reuse[pod.uid] = reuse
         else:
+            # App containers and sidecars keep their CPUs for the pod's whole life.
             self._reuse[pod.uid] = reuse - cpus
 
     def allocate_pod(self, state: CPUState, pod: PodView, affinity: int | None) -> PodCPUAllocation | None:

@@ -195,11 +195,14 @@ class Planner:
             return Decision(
                 uid=pod.uid, namespace=pod.namespace, name=pod.name, admitted=False, reason=err.reason, message=err.message
             )
+        holds = pod.uid in cpu.assignments or pod.uid in cpu.pod_entries or (
+            pod.uid in memory.blocks or pod.uid in memory.pod_blocks
+        )
         affinity = 0
         for hint in admission.hints.values():
             if hint.affinity is not None:
                 affinity |= hint.affinity
-        numa = ids_of(affinity) if affinity else None
+        numa = ids_of(affinity) if affinity and holds else None
         record = PodRecord(uid=pod.uid, namespace=pod.namespace, name=pod.name, numa_affinity=numa)
         pods = dict(self._state.pods)
         pods[pod.uid] = record

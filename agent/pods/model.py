@@ -1,0 +1,323 @@
+"""A pod as the planner sees it: :func:`pod_from_dict` turns the raw API dict into a :class:`PodView`.
+
+The input is the pod exactly as the API server returns it (camelCase keys, as
+``json.loads`` of the response or a YAML manifest gives it), never a client
+model object, so a field newer than the installed client survives. Reading it
+does what the API server would have done before the kubelet saw the pod:
+container and pod-level defaulting (``agent.pods.resources``), then validation
+(``agent.pods.validation``), then the QoS class (``agent.pods.qos``).
+
+Conventions, following how Go decodes the same JSON:
+
+* A JSON ``null`` is the same as a missing field, and an empty string is the
+  same as a missing string (``omitempty``); a present field of the wrong type
+  is an error.
+* A missing ``metadata.namespace`` is ``"default"``, as ``kubectl apply`` treats
+  a manifest without one; the API server always fills it in.
+* ``spec.resources`` without any request or limit is treated as absent
+  (``IsPodLevelResourcesSet``): such a pod is handled as a classic pod.
+* Any string ``restartPolicy`` is accepted on any container (newer APIs allow
+  more values); only ``Always`` on an init container makes it a sidecar.
+* ``kind``, when present, must be ``Pod``, so a Deployment manifest handed to
+  ``podpin plan`` is named as such instead of failing on a missing field.
+* Container status entries are matched by name; entries for containers not in
+  the spec (a stale status) are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from agent.pods.errors import PodSpecError
+from agent.pods.qos import QOS_CLASSES, QOSClass, pod_qos
+from agent.pods.resources import (
+    ContainerKind,
+    ContainerResources,
+    ExactResources,
+    Resources,
+    ResourceSpec,
+    default_pod_level,
+    parse_resource_list,
+)
+from agent.pods.validation import validate_pod
+
+__all__ = ["ContainerState", "ContainerView", "PodView", "pod_from_dict"]
+
+ContainerState = Literal["running", "waiting", "terminated", "unknown"]
+"""The container's current state from its status; ``unknown`` when there is no status yet."""
+
+_STATES: tuple[ContainerState, ...] = ("running", "waiting", "terminated")
+_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContainerView:
+    """One container of a pod, with defaulted resources and its runtime identity.
+
+    ``index`` is the position in its own list (``spec.initContainers`` for
+    ``init`` and ``sidecar``, ``spec.containers`` for ``app``).
+    ``container_id`` is the status ``containerID`` (``containerd://<64 hex>``),
+    ``None`` until the runtime created the container.
+    """
+
+    name: str
+    kind: ContainerKind
+    index: int
+    resources: ResourceSpec
+    container_id: str | None = None
+    state: ContainerState = "unknown"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodView:
+    """Everything podpin needs to know about one pod, defaulted and validated.
+
+    ``qos`` is ``status.qosClass`` when set, else computed. ``pod_resources`` is
+    ``spec.resources`` after pod-level defaulting, ``None`` when the pod has no
+    pod-level requests or limits. ``init_containers`` holds regular init
+    containers and sidecars in spec order.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    node_name: str | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    phase: str | None = None
+    qos: QOSClass
+    init_containers: tuple[ContainerView, ...] = ()
+    containers: tuple[ContainerView, ...]
+    pod_resources: ResourceSpec | None = None
+    overhead: Resources = field(default_factory=lambda: MappingProxyType({}))
+    os_name: str | None = None
+
+    @property
+    def full_name(self) -> str:
+        """``namespace/name``, as logs and Events name a pod."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def all_containers(self) -> tuple[ContainerView, ...]:
+        """Init containers (and sidecars) in spec order, then app containers."""
+        return self.init_containers + self.containers
+
+    @property
+    def is_terminal(self) -> bool:
+        """The pod has finished (phase ``Succeeded`` or ``Failed``) and will not run again."""
+        return self.phase in _TERMINAL_PHASES
+
+    @property
+    def has_pod_level_resources(self) -> bool:
+        """The pod sets ``spec.resources`` (KEP-2837), so pod-level rules apply."""
+        return self.pod_resources is not None
+
+    def container(self, name: str) -> ContainerView:
+        """The container called ``name``.
+
+        Raises:
+            KeyError: the pod has no such container.
+        """
+        for container in self.all_containers:
+            if container.name == name:
+                return container
+        raise KeyError(f"pod {self.full_name} has no container {name!r}")
+
+
+# -- reading raw JSON ----------------------------------------------------------------------
+def _mapping(value: object, path: str) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise PodSpecError.wrong_type(path, value, "a mapping")
+    return value
+
+
+def _required_mapping(value: object, path: str) -> Mapping[str, Any]:
+    found = _mapping(value, path)
+    if found is None:
+        raise PodSpecError.missing(path)
+    return found
+
+
+def _entry(value: object, path: str) -> Mapping[str, Any]:
+    """A list element that must be a mapping (``null`` included in the refusal)."""
+    if not isinstance(value, Mapping):
+        raise PodSpecError.wrong_type(path, value, "a mapping")
+    return value
+
+
+def _string(parent: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = parent.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise PodSpecError.wrong_type(f"{path}.{key}", value, "a string")
+    return value
+
+
+def _required_string(parent: Mapping[str, Any], key: str, path: str) -> str:
+    value = _string(parent, key, path)
+    if value is None:
+        raise PodSpecError.missing(f"{path}.{key}")
+    return value
+
+
+def _list(parent: Mapping[str, Any], key: str, path: str) -> Sequence[Any]:
+    value = parent.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise PodSpecError.wrong_type(f"{path}.{key}", value, "a list")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Container:
+    """A container read from the spec, its container-level defaults applied."""
+
+    name: str
+    index: int
+    spec: ContainerResources
+
+
+def _read_resources(raw: object, path: str) -> ExactResources:
+    section = _mapping(raw, path) or {}
+    return ExactResources(
+        requests=parse_resource_list(section.get("requests"), f"{path}.requests"),
+        limits=parse_resource_list(section.get("limits"), f"{path}.limits"),
+    )
+
+
+def _read_container(raw: object, key: str, index: int) -> _Container:
+    path = f"spec.{key}[{index}]"
+    item = _entry(raw, path)
+    name = _required_string(item, "name", path)
+    restart_policy = _string(item, "restartPolicy", path)
+    kind: ContainerKind = "app"
+    if key == "initContainers":
+        kind = "sidecar" if restart_policy == "Always" else "init"
+    resources = _read_resources(item.get("resources"), f"{path}.resources")
+    spec = ContainerResources(path=path, kind=kind, resources=resources.with_container_defaults())
+    return _Container(name=name, index=index, spec=spec)
+
+
+def _read_containers(spec: Mapping[str, Any]) -> tuple[list[_Container], list[_Container]]:
+    """App containers, then init containers; names unique across both lists."""
+    if spec.get("containers") is None:
+        raise PodSpecError.missing("spec.containers")
+    app_raw = _list(spec, "containers", "spec")
+    if not app_raw:
+        raise PodSpecError.shape("spec.containers", app_raw, "must list at least one container, got an empty list")
+    app = [_read_container(item, "containers", i) for i, item in enumerate(app_raw)]
+    init = [_read_container(item, "initContainers", i) for i, item in enumerate(_list(spec, "initContainers", "spec"))]
+    seen: dict[str, str] = {}
+    for container in app + init:
+        here = f"{container.spec.path}.name"
+        if container.name in seen:
+            raise PodSpecError.shape(
+                here, container.name, f"duplicate container name {container.name!r}, also at {seen[container.name]}"
+            )
+        seen[container.name] = here
+    return app, init
+
+
+def _read_statuses(status: Mapping[str, Any], key: str) -> dict[str, tuple[str | None, ContainerState]]:
+    """``status.<key>`` as name -> (containerID, state)."""
+    found: dict[str, tuple[str | None, ContainerState]] = {}
+    for i, raw in enumerate(_list(status, key, "status")):
+        path = f"status.{key}[{i}]"
+        item = _entry(raw, path)
+        name = _required_string(item, "name", path)
+        container_id = _string(item, "containerID", path)
+        state_raw = _mapping(item.get("state"), f"{path}.state") or {}
+        state: ContainerState = next((s for s in _STATES if state_raw.get(s) is not None), "unknown")
+        found.setdefault(name, (container_id, state))
+    return found
+
+
+def _read_qos(status: Mapping[str, Any]) -> QOSClass | None:
+    value = _string(status, "qosClass", "status")
+    if value is None:
+        return None
+    for known in QOS_CLASSES:
+        if value == known:
+            return known
+    expected = ", ".join(repr(q) for q in QOS_CLASSES)
+    raise PodSpecError.shape("status.qosClass", value, f"unknown QoS class {value!r}, expected one of {expected}")
+
+
+def _view(
+    container: _Container, statuses: Mapping[str, tuple[str | None, ContainerState]]
+) -> ContainerView:
+    container_id, state = statuses.get(container.name, (None, "unknown"))
+    return ContainerView(
+        name=container.name,
+        kind=container.spec.kind,
+        index=container.index,
+        resources=container.spec.resources.to_spec(),
+        container_id=container_id,
+        state=state,
+    )
+
+
+def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
+    """Read, default, validate and classify one raw pod.
+
+    Args:
+        raw: the pod as the API server returns it (or a Pod manifest).
+
+    Raises:
+        PodSpecError: the pod is malformed or breaks an API validation rule;
+            ``field`` and ``value`` name the offending input.
+    """
+    if not isinstance(raw, Mapping):
+        raise PodSpecError.wrong_type("", raw, "a mapping")
+    kind = raw.get("kind")
+    if kind is not None and kind != "Pod":
+        raise PodSpecError.wrong_type("kind", kind, "'Pod'")
+    metadata = _required_mapping(raw.get("metadata"), "metadata")
+    spec = _required_mapping(raw.get("spec"), "spec")
+    status = _mapping(raw.get("status"), "status") or {}
+
+    uid = _required_string(metadata, "uid", "metadata")
+    name = _required_string(metadata, "name", "metadata")
+    namespace = _string(metadata, "namespace", "metadata") or "default"
+    creation = _string(metadata, "creationTimestamp", "metadata")
+    deletion = _string(metadata, "deletionTimestamp", "metadata")
+
+    app, init = _read_containers(spec)
+    pod_raw = _read_resources(spec.get("resources"), "spec.resources")
+    overhead = parse_resource_list(spec.get("overhead"), "spec.overhead")
+    os_spec = _mapping(spec.get("os"), "spec.os") or {}
+    os_name = _string(os_spec, "name", "spec.os")
+    node_name = _string(spec, "nodeName", "spec")
+
+    phase = _string(status, "phase", "status")
+    status_qos = _read_qos(status)
+    app_statuses = _read_statuses(status, "containerStatuses")
+    init_statuses = _read_statuses(status, "initContainerStatuses")
+
+    containers = [c.spec for c in app + init]
+    pod_level = None if pod_raw.is_empty else default_pod_level(pod_raw, containers)
+    validate_pod(containers=containers, pod_level=pod_level, overhead=overhead, os_name=os_name)
+    qos = pod_qos(status_qos=status_qos, pod_level=pod_level, containers=[c.resources for c in containers])
+
+    return PodView(
+        uid=uid,
+        namespace=namespace,
+        name=name,
+        node_name=node_name,
+        creation_timestamp=creation,
+        deletion_timestamp=deletion,
+        phase=phase,
+        qos=qos,
+        init_containers=tuple(_view(c, init_statuses) for c in init),
+        containers=tuple(_view(c, app_statuses) for c in app),
+        pod_resources=None if pod_level is None else pod_level.to_spec(),
+        overhead=MappingProxyType({n: a.as_int(n) for n, a in overhead.items()}),
+        os_name=os_name,
+    )

@@ -1,0 +1,126 @@
+"""The text form of a plan: a table per pod, rejections, and a CPU map.
+
+The CPU map answers "who runs where" at a glance: socket -> NUMA node -> core
+-> CPU, each CPU tagged with its owner (``E<n>`` an exclusive container, ``P<n>``
+a pod shared pool), ``.`` for the node shared pool, ``R`` for reserved CPUs and
+``x`` for offline ones, with a legend naming every owner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.alloc.plan import Plan, PodPlan
+from agent.cpuset import CPUSet
+from agent.topology.model import Topology
+
+__all__ = ["render_plan_text", "owner_tags"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    tag: str
+    what: str
+    cpus: CPUSet
+    init: bool = False
+
+
+def _plural(count: int) -> str:
+    return f"{count} CPU" if count == 1 else f"{count} CPUs"
+
+
+def _table(rows: list[list[str]], indent: str) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def _pod_lines(pod: PodPlan, show_mems: bool) -> list[str]:
+    head = f"{pod.namespace}/{pod.name}  (uid {pod.uid}, {pod.qos})"
+    if not pod.admitted:
+        lines = [f"{head}  REJECTED", f"  reason:  {pod.reason}", f"  message: {pod.message}"]
+        lines.append("  its containers keep running in the node shared pool")
+        return lines
+    facts = []
+    if pod.numa_affinity is not None:
+        facts.append(f"NUMA {','.join(map(str, pod.numa_affinity))}")
+    if pod.bubble is not None:
+        facts.append(f"pod CPUs {pod.bubble}")
+    lines = [f"{head}  admitted" + (f"  {'  '.join(facts)}" if facts else "")]
+    header = ["CONTAINER", "KIND", "POOL", "CPUS", "NUMA"] + (["MEMS"] if show_mems else []) + ["CPU.MAX"]
+    rows = [header]
+    for c in pod.containers:
+        mems = c.desired.cpuset_mems
+        row = [c.name, c.kind, c.pool, str(c.cpus) or "-", ",".join(map(str, c.numa)) or "-"]
+        if show_mems:
+            row.append(str(mems) if mems is not None else "-")
+        row.append(c.desired.cpu_max or "-")
+        rows.append(row)
+    return lines + _table(rows, "  ")
+
+
+def owner_tags(plan: Plan) -> list[_Owner]:
+    """Exclusive containers (``E1``...) and pod shared pools (``P1``...), in plan order."""
+    owners: list[_Owner] = []
+    exclusive = pools = 0
+    for pod in plan.pods:
+        pool_cpus = CPUSet()
+        pool_users: list[str] = []
+        for c in pod.containers:
+            if c.pool == "exclusive":
+                exclusive += 1
+                what = f"{pod.namespace}/{pod.name}/{c.name}" + (" (init container)" if c.kind == "init" else "")
+                owners.append(_Owner(f"E{exclusive}", what, c.cpus, c.kind == "init"))
+            elif c.pool == "pod-shared":
+                pool_cpus = pool_cpus | c.cpus
+                pool_users.append(c.name)
+        if pool_users:
+            pools += 1
+            owners.append(_Owner(f"P{pools}", f"{pod.namespace}/{pod.name} pod shared pool ({', '.join(pool_users)})", pool_cpus))
+    return owners
+
+
+def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
+    owners = owner_tags(plan)
+    tag_of: dict[int, str] = {}
+    # Long-running owners first: a finished init container's slice is shown under
+    # the pod shared pool or app slice that reuses it.
+    for owner in sorted(owners, key=lambda o: o.init):
+        for cpu in owner.cpus:
+            tag_of.setdefault(cpu, owner.tag)
+    for cpu in plan.reserved:
+        tag_of.setdefault(cpu, "R")
+    lines = ["CPU map  (E<n> exclusive container, P<n> pod shared pool, . node shared pool, R reserved, x offline)"]
+    width = max((len(t) for t in tag_of.values()), default=1)
+    for socket in topology.socket_ids:
+        lines.append(f"socket {socket}")
+        socket_cpus = topology.cpus_in_sockets(socket)
+        for numa in topology.numa_ids:
+            cpus = socket_cpus & topology.cpus_in_numa(numa)
+            if not cpus:
+                continue
+            lines.append(f"  NUMA node {numa}")
+            for core in topology.cores_of(cpus):
+                cells = []
+                for cpu in topology.cpus_in_cores(core) & cpus:
+                    cells.append(f"{cpu:>4} {tag_of.get(cpu, '.'):<{width}}")
+                lines.append(f"    core {core:<4}" + "  ".join(cells))
+    if topology.offline_cpus:
+        lines.append(f"offline: {topology.offline_cpus} (x)")
+    if owners:
+        lines.append("legend")
+        lines.extend(_table([[o.tag, _plural(len(o.cpus)), o.what] for o in owners], "  "))
+    return lines
+
+
+def render_plan_text(plan: Plan, topology: Topology, *, show_mems: bool) -> str:
+    """The whole plan as text: node pools, one block per pod, the CPU map."""
+    lines = [
+        f"node: {len(plan.online)} CPUs ({plan.online}), reserved {plan.reserved or '-'}, "
+        f"node shared pool {plan.shared_pool} ({len(plan.shared_pool)} CPUs)",
+        "",
+    ]
+    for pod in plan.pods:
+        lines.extend(_pod_lines(pod, show_mems))
+        lines.append("")
+    lines.extend(_cpu_map(plan, topology))
+    return "\n".join(lines) + "\n"
