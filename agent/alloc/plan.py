@@ -8,8 +8,12 @@ to ``None`` are left alone (the runtime's or the kernel's value stands).
 * pod-shared container: ``cpuset.cpus`` = the pod shared pool, quota untouched;
 * node-shared container of a managed pod: ``cpuset.cpus`` = the node shared pool
   (so it cannot inherit a sibling's exclusive CPUs from the pod cgroup);
-* managed pod cgroup: ``cpuset.cpus`` = union of its containers' sets,
-  ``cpu.max`` = ``max <period>`` when any container is exclusive;
+* managed pod cgroup: ``cpuset.cpus`` = union of its containers' sets and
+  the *interim* set, ``cpu.max`` = ``max <period>`` when any container is
+  exclusive. The interim set is what a child cgroup not yet tied to a
+  container of the spec gets (the sandbox, a container whose status has no
+  containerID yet): the pod shared pool, or the node shared pool when the pod
+  has none — never a sibling's exclusive CPUs;
 * Guaranteed pod with nothing pinned: the pod cgroup is confined to the node
   shared pool (Guaranteed pods sit directly under ``kubepods``);
 * Burstable and BestEffort pods: confined by their QoS slice, which holds the
@@ -72,6 +76,7 @@ class PodPlan:
     bubble: CPUSet | None
     desired: DesiredValues
     containers: tuple[ContainerPlan, ...]
+    interim: CPUSet | None = None
 
     def container(self, name: str) -> ContainerPlan:
         """The plan of one container (``KeyError`` if the pod has no such container)."""

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from agent.alloc.adopt import Observed, seed_observed
 from agent.alloc.cpu import StaticCPUPolicy, reserved_cpus_for
 from agent.alloc.cpu_state import CPUState, validate_cpu_state
 from agent.alloc.errors import AllocationError, PlacementError
@@ -60,6 +61,7 @@ class Decision:
     exclusive_containers: int = 0
     pod_level: bool = False
     already_admitted: bool = False
+    kept_observed: tuple[str, ...] = ()
 
 
 class Planner:
@@ -160,10 +162,13 @@ class Planner:
     def is_admitted(self, uid: str) -> bool:
         return uid in self._state.pods
 
-    def admit(self, pod: PodView) -> Decision:
+    def admit(self, pod: PodView, observed: Observed | None = None) -> Decision:
         """Admit a pod: allocate whatever it is eligible for, or reject it and change nothing.
 
         A pod already in the state keeps its allocations (a restart never moves CPUs).
+        ``observed`` (cpusets found on its live cgroups, when rebuilding a lost
+        checkpoint) is kept where it fits; if the pod cannot be admitted around
+        it, it is admitted afresh.
         """
         existing = self._state.pods.get(pod.uid)
         if existing is not None:
@@ -175,7 +180,18 @@ class Planner:
                 numa_affinity=existing.numa_affinity,
                 already_admitted=True,
             )
-        cpu = self._state.cpu.copy()
+        if observed is not None and self._cpu is not None:
+            cpu = self._state.cpu.copy()
+            kept = seed_observed(
+                cpu, pod, observed, self._cpu.available(cpu), pod_scope=self.config.topology_manager_scope == "pod"
+            )
+            if kept or pod.uid in cpu.pod_entries:
+                decision = self._admit(pod, cpu, kept=tuple(kept))
+                if decision.admitted:
+                    return decision
+        return self._admit(pod, self._state.cpu.copy())
+
+    def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = ()) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
         try:
             admission = admit_pod(
@@ -220,6 +236,7 @@ class Planner:
             numa_affinity=numa,
             exclusive_containers=admission.exclusive_requests,
             pod_level=admission.pod_level,
+            kept_observed=kept,
         )
 
     def _check_shared_pool(self, cpu: CPUState) -> None:
@@ -312,8 +329,17 @@ class Planner:
                     desired=desired,
                 )
             )
+        interim: CPUSet | None = None
         if managed:
-            pod_desired = DesiredValues(cpuset_cpus=union, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None)
+            interim = shared
+            if bubble is not None:
+                slices = CPUSet().union(
+                    *(c.cpus for c in containers if c.pool == "exclusive" and c.kind != "init")
+                )
+                interim = (bubble - slices) or shared
+            pod_desired = DesiredValues(
+                cpuset_cpus=union | interim, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None
+            )
         elif pod.qos == "Guaranteed":
             pod_desired = DesiredValues(cpuset_cpus=shared)
         else:
@@ -331,4 +357,5 @@ class Planner:
             bubble=bubble,
             desired=pod_desired,
             containers=tuple(containers),
+            interim=interim,
         )

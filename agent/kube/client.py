@@ -1,0 +1,97 @@
+"""Building the official client's ``CoreV1Api`` from whatever configuration this process has.
+
+Order (first that works wins): the in-cluster service account (the DaemonSet
+case), the file given with ``--kubeconfig``, ``$KUBECONFIG`` (a ``:``-separated
+list, merged as kubectl does), ``~/.kube/config``. Each attempt gets its own
+``Configuration`` object: the client's process-wide default is never touched,
+so a test or a second client cannot inherit another's credentials.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import structlog
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, Configuration, CoreV1Api
+from kubernetes.config.incluster_config import InClusterConfigLoader
+
+__all__ = ["KubeConfigError", "load_api", "SERVICE_ACCOUNT_DIR"]
+
+_log = structlog.get_logger("podpin.kube.client")
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where the kubelet mounts a pod's service account token and CA bundle."""
+
+
+class KubeConfigError(RuntimeError):
+    """No configuration to reach the API server; the message lists every attempt and why it failed."""
+
+
+def load_api(
+    kubeconfig: str | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR,
+    home: Path | None = None,
+) -> CoreV1Api:
+    """A ``CoreV1Api`` from the first configuration that loads (see the module docstring).
+
+    Args:
+        kubeconfig: the ``--kubeconfig`` file, or None.
+        environ: the environment to read (default ``os.environ``).
+        service_account_dir: where the service account files are (tests point it elsewhere).
+        home: the home directory for ``~/.kube/config`` (default: ``Path.home()``).
+
+    Raises:
+        KubeConfigError: none of the four works; the one-line message names each
+            attempt and its failure.
+    """
+    env = os.environ if environ is None else environ
+    failures: list[str] = []
+
+    configuration = Configuration()
+    loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]
+        token_filename=str(service_account_dir / "token"),
+        cert_filename=str(service_account_dir / "ca.crt"),
+        environ=env,
+    )
+    try:
+        loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    except kube_config.ConfigException as err:
+        failures.append(f"in-cluster ({service_account_dir}): {err}")
+    else:
+        _log.info("kube.config", source="in-cluster", host=configuration.host)
+        return CoreV1Api(ApiClient(configuration))
+
+    candidates = [
+        ("--kubeconfig", kubeconfig),
+        ("$KUBECONFIG", env.get("KUBECONFIG") or None),
+        ("~/.kube/config", str((home if home is not None else Path.home()) / ".kube" / "config")),
+    ]
+    for label, value in candidates:
+        if value is None:
+            failures.append(f"{label}: not set")
+            continue
+        problem = _try_kubeconfig(value, configuration := Configuration())
+        if problem is None:
+            _log.info("kube.config", source=label, file=value, host=configuration.host)
+            return CoreV1Api(ApiClient(configuration))
+        failures.append(f"{label} ({value}): {problem}")
+    raise KubeConfigError("no Kubernetes API configuration found; tried " + "; ".join(failures))
+
+
+def _try_kubeconfig(files: str, configuration: Configuration) -> str | None:
+    """Load a kubeconfig (``:``-separated list) into ``configuration``; the problem, or None."""
+    paths = [p for p in files.split(os.pathsep) if p]
+    if not any(Path(p).expanduser().is_file() for p in paths):
+        return "no such file"
+    try:
+        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=files, client_configuration=configuration, persist_config=False
+        )
+    except Exception as err:  # noqa: BLE001 - the loader raises anything from YAML to KeyError on a bad file
+        return " ".join(str(err).split()) or type(err).__name__
+    return None

@@ -1,0 +1,69 @@
+"""Is the kubelet pinning CPUs itself? Read its ``cpu_manager_state`` to know.
+
+podpin only works next to a kubelet running ``cpuManagerPolicy: none``: two
+writers of the same cpusets would fight. The kubelet records its policy in the
+checkpoint (``policyName``; in the 1.37 V4 format inside the ``data`` string),
+and Go's JSON decoder matches keys case-insensitively, so any casing is
+accepted. A missing file means "no kubelet state mounted" (not pinning); an
+unreadable or unparsable file is reported as unknown and treated as pinning,
+because writing over a kubelet that pins would move exclusive CPUs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["KubeletCPUPolicy", "read_kubelet_cpu_policy", "parse_kubelet_cpu_policy"]
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletCPUPolicy:
+    """What the kubelet's checkpoint says: ``policy`` (None if unknown) and whether podpin must stand back."""
+
+    policy: str | None
+    pinning: bool
+    reason: str
+
+
+def _key(document: Mapping[str, Any], name: str) -> Any:
+    for key, value in document.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def parse_kubelet_cpu_policy(text: str, path: str = "cpu_manager_state") -> KubeletCPUPolicy:
+    """Read the policy out of the checkpoint text (V1-V4 formats)."""
+    try:
+        document = json.loads(text)
+        data = _key(document, "data")
+        if isinstance(data, str):
+            document = json.loads(data)
+    except (ValueError, TypeError) as err:
+        return KubeletCPUPolicy(None, True, f"{path}: cannot parse the kubelet CPU manager state ({err}); not writing cpusets to be safe")
+    policy = _key(document, "policyName") if isinstance(document, Mapping) else None
+    if not isinstance(policy, str):
+        return KubeletCPUPolicy(None, True, f"{path}: no policyName in the kubelet CPU manager state; not writing cpusets to be safe")
+    if policy.lower() == "static":
+        return KubeletCPUPolicy(
+            policy,
+            True,
+            f"{path}: the kubelet runs cpuManagerPolicy static and pins CPUs itself; set cpuManagerPolicy: none "
+            "(drain the node, delete the state file, restart the kubelet) for podpin to take over",
+        )
+    return KubeletCPUPolicy(policy, False, f"{path}: the kubelet runs cpuManagerPolicy {policy}")
+
+
+def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
+    """The kubelet's CPU policy from its checkpoint file; a missing file is not pinning."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return KubeletCPUPolicy(None, False, f"{path}: not present (no kubelet CPU manager state mounted)")
+    except OSError as err:
+        return KubeletCPUPolicy(None, True, f"{path}: cannot read the kubelet CPU manager state ({err.strerror or err}); not writing cpusets to be safe")
+    return parse_kubelet_cpu_policy(text, str(path))
