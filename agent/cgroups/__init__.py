@@ -1,0 +1,103 @@
+"""The cgroup v2 layer: where pod and container cgroups are, reading and writing them, watching them.
+
+``layout`` computes and validates paths (systemd or cgroupfs driver; containerd,
+CRI-O or docker), ``fs`` reads values and writes them in a safe order with a
+read-back check, ``watch`` reports cgroups appearing and disappearing. Only
+cgroup v2 is supported; a v1 or hybrid host is refused with :class:`CgroupV1Error`.
+"""
+
+from agent.cgroups.errors import (
+    CgroupDriverError,
+    CgroupError,
+    CgroupFileError,
+    CgroupPathError,
+    CgroupReadError,
+    CgroupV1Error,
+    CgroupValueError,
+    CgroupWriteError,
+    EmptyCpusetError,
+    MismatchError,
+)
+from agent.cgroups.fs import (
+    ApplyReport,
+    CgroupFS,
+    CgroupValues,
+    CpuStat,
+    Effective,
+    FileOps,
+    RealFileOps,
+    WriteRecord,
+    parse_cpu_max,
+)
+from agent.cgroups.layout import (
+    CgroupLayout,
+    CgroupPath,
+    ContainerID,
+    Driver,
+    PodLocation,
+    PodUID,
+    QOSClass,
+    Runtime,
+    ScannedContainer,
+    ScannedPod,
+    detect_layout,
+    ensure_inside,
+    scan,
+    validate_qos,
+    validate_uid,
+)
+from agent.cgroups.watch import (
+    CgroupRemoved,
+    CgroupWatcher,
+    ContainerCgroupAppeared,
+    PodCgroupAppeared,
+    Sink,
+    WatchEvent,
+)
+
+__all__ = [
+    # errors
+    "CgroupError",
+    "CgroupPathError",
+    "CgroupV1Error",
+    "CgroupDriverError",
+    "CgroupValueError",
+    "CgroupFileError",
+    "CgroupReadError",
+    "CgroupWriteError",
+    "EmptyCpusetError",
+    "MismatchError",
+    # layout
+    "PodUID",
+    "CgroupPath",
+    "Driver",
+    "QOSClass",
+    "Runtime",
+    "ContainerID",
+    "CgroupLayout",
+    "PodLocation",
+    "ScannedContainer",
+    "ScannedPod",
+    "detect_layout",
+    "scan",
+    "ensure_inside",
+    "validate_uid",
+    "validate_qos",
+    # fs
+    "FileOps",
+    "RealFileOps",
+    "CgroupFS",
+    "CgroupValues",
+    "Effective",
+    "CpuStat",
+    "WriteRecord",
+    "ApplyReport",
+    "parse_cpu_max",
+    # watch
+    "CgroupWatcher",
+    "PodCgroupAppeared",
+    "ContainerCgroupAppeared",
+    "CgroupRemoved",
+    "WatchEvent",
+    "Sink",
+]

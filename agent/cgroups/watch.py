@@ -1,0 +1,342 @@
+"""Notice new and removed pod and container cgroups within milliseconds (inotify), or by polling.
+
+The agent must pin a new container before its workload settles on the wrong
+CPUs, so it learns about a container cgroup from the kernel (inotify on the
+kubepods tree, as koordlet's PLEG does) rather than waiting for the API server.
+
+Watched directories: kubepods, the burstable and besteffort levels, and every
+pod cgroup (a new pod directory is watched as soon as it appears; its existing
+children are then listed, so a container created in between is not missed).
+Directory names are parsed with :class:`~agent.cgroups.layout.CgroupLayout` for
+both drivers and the three runtimes; CRI-O's ``crio-conmon-*`` cgroups, other
+names and plain files are ignored.
+
+When inotify is unavailable (no inotify_simple, no inotify in the kernel, the
+watch limit ``fs.inotify.max_user_watches`` reached) the watcher polls the same
+tree every ``poll_interval`` seconds and says so in :attr:`CgroupWatcher.mode`
+and :attr:`CgroupWatcher.fallback_reason`. An inotify queue overflow triggers a
+full re-scan, so no event is lost for good.
+
+``start()`` registers the watches and reports what already exists (one
+"appeared" event per pod and container, parents first) before returning; from
+then on events come from the watcher thread. The sink must be quick and must
+not raise (an exception ends the thread and is kept in :attr:`CgroupWatcher.error`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from agent.cgroups.layout import CgroupLayout, PodUID, QOSClass, Runtime, scan
+
+__all__ = [
+    "PodCgroupAppeared",
+    "ContainerCgroupAppeared",
+    "CgroupRemoved",
+    "WatchEvent",
+    "Sink",
+    "CgroupWatcher",
+    "INotifyLike",
+]
+
+# inotify(7) flags (linux/inotify.h); inotify_simple.flags has the same values.
+_IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
+_IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR, _IN_ISDIR = 0x4000, 0x8000, 0x01000000, 0x40000000
+_MASK = _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_ONLYDIR
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodCgroupAppeared:
+    """A pod cgroup exists (``qos`` is the level its directory is in)."""
+
+    uid: PodUID
+    qos: QOSClass
+    path: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContainerCgroupAppeared:
+    """A container (or sandbox) cgroup exists; ``runtime`` is None when the name does not tell."""
+
+    uid: PodUID
+    container_id: str
+    runtime: Runtime | None
+    path: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CgroupRemoved:
+    """A pod or container cgroup is gone (containers are reported before their pod)."""
+
+    path: Path
+
+
+WatchEvent = PodCgroupAppeared | ContainerCgroupAppeared | CgroupRemoved
+"""What the watcher reports."""
+
+Sink = Callable[[WatchEvent], None]
+"""Receives every event, in order, from one thread at a time."""
+
+_Node = QOSClass | PodCgroupAppeared | ContainerCgroupAppeared
+"""A known directory: a QoS level (kubepods is the Guaranteed one), a pod or a container."""
+
+
+class _InotifyFailed(Exception):
+    """inotify stopped working (watch limit, closed descriptor): switch to polling."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _RawEvent(Protocol):
+    wd: int
+    mask: int
+    name: str
+
+
+class INotifyLike(Protocol):
+    """The part of ``inotify_simple.INotify`` the watcher uses (tests substitute it)."""
+
+    def fileno(self) -> int: ...
+    def add_watch(self, path: Path, mask: int) -> int: ...
+    def rm_watch(self, wd: int) -> None: ...
+    def read(self, timeout: int | None = None) -> Iterable[_RawEvent]: ...
+    def close(self) -> None: ...
+
+
+def _default_inotify() -> INotifyLike:
+    try:
+        import inotify_simple  # type: ignore[import-untyped]
+    except ImportError as error:
+        raise OSError(errno.ENOSYS, f"inotify_simple is not installed ({error})") from error
+    ino: INotifyLike = inotify_simple.INotify()
+    return ino
+
+
+def _snapshot(layout: CgroupLayout) -> dict[Path, _Node]:
+    """Every QoS level, pod and container cgroup that exists now, parents before children."""
+    nodes: dict[Path, _Node] = {}
+    for qos in QOSClass:
+        if layout.qos_dir(qos).is_dir():
+            nodes[layout.qos_dir(qos)] = qos
+    for pod in scan(layout):
+        nodes[pod.path] = PodCgroupAppeared(uid=pod.uid, qos=pod.qos, path=pod.path)
+        for c in pod.containers:
+            nodes[c.path] = ContainerCgroupAppeared(uid=pod.uid, container_id=c.id, runtime=c.runtime, path=c.path)
+    return nodes
+
+
+class CgroupWatcher:
+    """Reports pod and container cgroups appearing and disappearing under kubepods.
+
+    Args:
+        layout: the node's cgroup layout.
+        sink: called with each :data:`WatchEvent`.
+        mode: ``auto`` (inotify, else polling), ``inotify`` (fail if unavailable) or ``poll``.
+        poll_interval: seconds between scans in polling mode.
+        timeout: the longest the thread waits before checking the stop event
+            (stop also wakes it at once through a pipe).
+        inotify_factory: builds the inotify instance (tests inject failures).
+    """
+
+    def __init__(
+        self,
+        layout: CgroupLayout,
+        sink: Sink,
+        *,
+        mode: Literal["auto", "inotify", "poll"] = "auto",
+        poll_interval: float = 1.0,
+        timeout: float = 0.5,
+        inotify_factory: Callable[[], INotifyLike] = _default_inotify,
+    ) -> None:
+        self.layout = layout
+        self._sink = sink
+        self._requested = mode
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self._factory = inotify_factory
+        self.mode: Literal["inotify", "poll", "stopped"] = "stopped"
+        self.fallback_reason: str | None = None
+        self.error: Exception | None = None
+        self._ino: INotifyLike | None = None
+        self._known: dict[Path, _Node] = {}
+        self._wds: dict[int, Path] = {}
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = -1, -1
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        """Set up watches (or the first scan), report existing cgroups, start the thread."""
+        if self._requested != "poll":
+            try:
+                self._ino = self._factory()
+                self.mode = "inotify"
+                self._adopt(self.layout.kubepods(), QOSClass.GUARANTEED)
+            except (OSError, _InotifyFailed) as failure:
+                error = failure.error if isinstance(failure, _InotifyFailed) else failure
+                self._close_inotify()
+                if self._requested == "inotify":
+                    raise error from None
+                self._fall_back(error)
+        if self._ino is None:
+            self.mode = "poll"
+            self._resync()
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread = threading.Thread(target=self._run, name="podpin-cgroup-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self, join_timeout: float = 2.0) -> bool:
+        """Stop the thread; True when it ended within ``join_timeout`` seconds."""
+        self._stop.set()
+        if self._wake_w >= 0:
+            os.write(self._wake_w, b"x")
+        if self._thread is not None:
+            self._thread.join(join_timeout)
+            if self._thread.is_alive():
+                return False
+        self._close_inotify()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+        self.mode = "stopped"
+        return True
+
+    def __enter__(self) -> CgroupWatcher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        try:
+            if self._ino is not None:
+                try:
+                    self._inotify_loop()
+                except _InotifyFailed as failure:
+                    self._fall_back(failure.error)
+                    self._resync()
+            while not self._stop.wait(self.poll_interval):
+                self._resync()
+        except Exception as error:  # the sink's or the filesystem's: keep it for health checks
+            self.error = error
+
+    def _fall_back(self, error: OSError) -> None:
+        self._close_inotify()
+        self.mode = "poll"
+        self.fallback_reason = f"inotify unavailable: {error.strerror or error}"
+
+    def _close_inotify(self) -> None:
+        if self._ino is not None:
+            self._ino.close()
+        self._ino = None
+        self._wds.clear()
+
+    # -- inotify -----------------------------------------------------------------------
+    def _inotify_loop(self) -> None:
+        assert self._ino is not None
+        poller = select.poll()
+        poller.register(self._ino.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while not self._stop.is_set():
+            if not poller.poll(self.timeout * 1000) or self._stop.is_set():
+                continue
+            try:
+                events = list(self._ino.read(timeout=0))
+            except OSError as error:
+                raise _InotifyFailed(error) from error
+            for event in events:
+                self._handle(event)
+
+    def _handle(self, event: _RawEvent) -> None:
+        if event.mask & _IN_Q_OVERFLOW:
+            self._resync()
+            return
+        if event.mask & _IN_IGNORED:
+            self._wds.pop(event.wd, None)
+            return
+        parent = self._wds.get(event.wd)
+        if parent is None or not event.mask & _IN_ISDIR:
+            return
+        path = parent / event.name
+        if event.mask & (_IN_CREATE | _IN_MOVED_TO):
+            node = self._classify(parent, event.name)
+            if node is not None and path not in self._known:
+                self._adopt(path, node)
+        elif event.mask & (_IN_DELETE | _IN_MOVED_FROM):
+            self._forget(path)
+
+    # -- the known tree ----------------------------------------------------------------
+    def _classify(self, parent: Path, name: str) -> _Node | None:
+        """What ``parent/name`` is, judged from its parent and its name; None to ignore it."""
+        above = self._known.get(parent)
+        path = parent / name
+        if isinstance(above, QOSClass):
+            if above is QOSClass.GUARANTEED:
+                for level in (QOSClass.BURSTABLE, QOSClass.BESTEFFORT):
+                    if path == self.layout.qos_dir(level):
+                        return level
+            uid = self.layout.parse_pod_dir(above, name)
+            return None if uid is None else PodCgroupAppeared(uid=uid, qos=above, path=path)
+        if isinstance(above, PodCgroupAppeared):
+            parsed = self.layout.parse_container_dir(name)
+            if parsed is not None:
+                return ContainerCgroupAppeared(uid=above.uid, container_id=parsed[1], runtime=parsed[0], path=path)
+        return None
+
+    def _adopt(self, path: Path, node: _Node) -> None:
+        """Record a new directory, watch it if it holds pods or containers, report it, list it."""
+        watched = self._ino is not None and not isinstance(node, ContainerCgroupAppeared)
+        if watched:
+            assert self._ino is not None
+            try:
+                self._wds[self._ino.add_watch(path, _MASK)] = path
+            except OSError as error:
+                if error.errno in (errno.ENOENT, errno.ENOTDIR):
+                    return  # removed again before we looked; its DELETE event follows
+                raise _InotifyFailed(error) from error
+        self._known[path] = node
+        if not isinstance(node, QOSClass):
+            self._sink(node)
+        if watched:
+            try:
+                names = sorted(e.name for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+            except FileNotFoundError:
+                names = []
+            for name in names:
+                child = self._classify(path, name)
+                if child is not None and path / name not in self._known:
+                    self._adopt(path / name, child)
+
+    def _forget(self, path: Path) -> None:
+        """Drop ``path`` and everything known below it; report pods and containers, deepest first."""
+        gone = [p for p in self._known if p == path or path in p.parents]
+        for p in sorted(gone, key=lambda p: -len(p.parts)):
+            if not isinstance(self._known.pop(p), QOSClass):
+                self._sink(CgroupRemoved(path=p))
+        for wd in [wd for wd, p in self._wds.items() if p in gone]:
+            del self._wds[wd]
+            if self._ino is not None:
+                with contextlib.suppress(OSError):  # the kernel drops it with the directory
+                    self._ino.rm_watch(wd)
+
+    def _resync(self) -> None:
+        """Compare the tree with what is known: report what went away, then what appeared."""
+        now = _snapshot(self.layout)
+        for path in [p for p in self._known if p not in now]:
+            if path in self._known:
+                self._forget(path)
+        for path, node in now.items():
+            if path not in self._known:
+                self._adopt(path, node)
