@@ -212,7 +212,7 @@ class TestFailures:
         busy, release = threading.Event(), threading.Event()
         outcomes: list[EventOutcome] = []
 
-        def hook(outcome: EventOutcome) -> None:
+        def hook(event_type: str, outcome: EventOutcome) -> None:
             outcomes.append(outcome)
             if not busy.is_set():
                 busy.set()
@@ -256,13 +256,14 @@ class TestClose:
         assert (True, 5) == (recorder.close(5.0), len(emulator.events))
 
     def test_hook_sees_each_outcome(self, emulator: ApiServerEmulator) -> None:
-        """on_outcome is called once per Event with posted / patched."""
-        outcomes: list[EventOutcome] = []
-        recorder = EventRecorder(emulator.api(), NODE, now=Clock(), on_outcome=outcomes.append)
+        """on_outcome is called once per Event with its type and posted / patched."""
+        outcomes: list[tuple[str, EventOutcome]] = []
+        recorder = EventRecorder(emulator.api(), NODE, now=Clock(), on_outcome=lambda t, o: outcomes.append((t, o)))
         recorder.warning(POD, "R", "m")
         recorder.warning(POD, "R", "m")
+        recorder.normal(POD, "Pinned", "m")
         recorder.close(5.0)
-        assert ["posted", "patched"] == outcomes
+        assert [("Warning", "posted"), ("Warning", "patched"), ("Normal", "posted")] == outcomes
 
     def test_bad_queue_size(self, emulator: ApiServerEmulator) -> None:
         """A queue size below 1 is refused, naming the argument."""

@@ -31,6 +31,7 @@ from agent.alloc.hints import NUMAInfo, ids_of
 from agent.alloc.memory import StaticMemoryPolicy
 from agent.alloc.memory_state import MemoryState, NUMAMemory, default_machine_state
 from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan
+from agent.alloc.rebase import affected_pods, rebase_state
 from agent.alloc.scope import Providers, admit_pod
 from agent.alloc.state import CheckpointError, NodeState, PodRecord, validate_node_state
 from agent.alloc.tm_policy import make_policy
@@ -260,6 +261,31 @@ class Planner:
         del pods[uid]
         self._state = replace(self._state, cpu=cpu, memory=memory, pods=MappingProxyType(pods))
         return True
+
+    def rebased(self, topology: Topology) -> tuple[Planner, list[str]]:
+        """A planner for a machine whose online CPUs changed, and the pods it dropped.
+
+        Pods that held a CPU that went offline (or became reserved) are released;
+        the caller admits them again. Everything else keeps its CPUs.
+
+        Raises:
+            PlannerError: the configuration does not fit the new machine.
+        """
+        reserved = CPUSet()
+        if self._cpu is not None:
+            try:
+                reserved = reserved_cpus_for(
+                    topology, self.config.cpu_policy_options, self.config.num_reserved_cpus(), self.config.reserved_system_cpus
+                )
+            except AllocationError as err:
+                raise PlannerError(f"reservedSystemCPUs/kubeReserved/systemReserved: {err.message}") from err
+        dropped = affected_pods(self._state, topology.online_cpus, reserved)
+        for uid in dropped:
+            self.release(uid)
+        state = rebase_state(
+            self._state, topology.online_cpus, reserved, strict=self.config.cpu_policy_options.strict_cpu_reservation
+        )
+        return Planner(topology, self.config, state), dropped
 
     # -- the plan ----------------------------------------------------------------------------
     def plan(self, pods: Iterable[PodView], decisions: dict[str, Decision] | None = None) -> Plan:

@@ -88,8 +88,9 @@ class EventRecorder:
         correlation_window: seconds within which an identical Event patches the count.
         request_timeout: seconds one API call may take.
         now: the wall clock (timestamps and the correlation window).
-        on_outcome: called once per Event with what happened to it, from the
-            recorder's thread (for the agent's metrics); :meth:`stats` has the totals.
+        on_outcome: called once per Event with its type (``Normal``/``Warning``) and
+            what happened to it, from the recorder's thread (for the agent's
+            metrics); :meth:`stats` has the totals.
     """
 
     def __init__(
@@ -103,7 +104,7 @@ class EventRecorder:
         correlation_window: float = 600.0,
         request_timeout: float = 10.0,
         now: Callable[[], datetime.datetime] = _utcnow,
-        on_outcome: Callable[[EventOutcome], None] | None = None,
+        on_outcome: Callable[[str, EventOutcome], None] | None = None,
     ) -> None:
         if queue_size < 1:
             raise ValueError(f"EventRecorder queue_size: must be >= 1, got {queue_size!r}")
@@ -121,7 +122,7 @@ class EventRecorder:
         self._closing = False
         self._busy = False
         self._counts = {"posted": 0, "patched": 0, "failed": 0, "dropped": 0}
-        self._unreported_drops = 0
+        self._unreported_drops: list[str] = []
         self._cache: OrderedDict[tuple[str, ...], _Posted] = OrderedDict()
         self._last_suffix = 0
         self._thread = threading.Thread(target=self._run, name="podpin-event-recorder", daemon=True)
@@ -152,11 +153,12 @@ class EventRecorder:
         self._thread.join(timeout)
         with self._cond:
             left = len(self._queue) + (1 if self._busy else 0)
-            abandoned = len(self._queue)
+            abandoned_types = [item.type for item in self._queue]
+            abandoned = len(abandoned_types)
             self._queue.clear()
             self._counts["dropped"] += abandoned
-        for _ in range(abandoned):
-            self._notify("dropped")
+        for event_type in abandoned_types:
+            self._notify("dropped", event_type)
         if abandoned:
             _log.warning("event.dropped", node=self._node, count=abandoned, why="recorder closed")
         return left == 0
@@ -168,7 +170,7 @@ class EventRecorder:
             _log.warning("event.skipped", node=self._node, reason=reason, why="the pod has no metadata.name")
             with self._cond:
                 self._counts["failed"] += 1
-            self._notify("failed")
+            self._notify("failed", type_)
             return
         item = _Pending(namespace=ref[0], name=ref[1], uid=ref[2], type=type_, reason=reason, message=message, at=at)
         with self._cond:
@@ -178,14 +180,14 @@ class EventRecorder:
             else:
                 self._enqueue(item)
         if closed:
-            self._notify("dropped")
+            self._notify("dropped", type_)
 
     def _enqueue(self, item: _Pending) -> None:
         """Append under the lock, dropping the oldest when full (reported by the thread, off this path)."""
         if len(self._queue) >= self._queue_size:
-            self._queue.popleft()
+            dropped = self._queue.popleft()
             self._counts["dropped"] += 1
-            self._unreported_drops += 1
+            self._unreported_drops.append(dropped.type)
         self._queue.append(item)
         self._cond.notify()
 
@@ -194,7 +196,7 @@ class EventRecorder:
             with self._cond:
                 while not self._queue and not self._closing:
                     self._cond.wait()
-                drops, self._unreported_drops = self._unreported_drops, 0
+                drops, self._unreported_drops = self._unreported_drops, []
                 if not self._queue:
                     break
                 item = self._queue.popleft()
@@ -208,11 +210,11 @@ class EventRecorder:
                 self._busy = False
         self._report_drops(drops)
 
-    def _report_drops(self, drops: int) -> None:
+    def _report_drops(self, drops: list[str]) -> None:
         if drops:
-            _log.warning("event.dropped", node=self._node, count=drops, why="queue full")
-            for _ in range(drops):
-                self._notify("dropped")
+            _log.warning("event.dropped", node=self._node, count=len(drops), why="queue full")
+            for event_type in drops:
+                self._notify("dropped", event_type)
 
     def _deliver(self, item: _Pending) -> None:
         key = (item.namespace, item.name, item.uid, item.type, item.reason, item.message)
@@ -284,7 +286,7 @@ class EventRecorder:
         _log.debug(
             "event." + outcome, node=self._node, pod=f"{item.namespace}/{item.name}", reason=item.reason, count=count
         )
-        self._notify(outcome)
+        self._notify(outcome, item.type)
 
     def _fail(self, item: _Pending, err: Exception) -> None:
         with self._cond:
@@ -293,13 +295,13 @@ class EventRecorder:
         _log.warning(
             "event.failed", node=self._node, pod=f"{item.namespace}/{item.name}", reason=item.reason, error=detail
         )
-        self._notify("failed")
+        self._notify("failed", item.type)
 
-    def _notify(self, outcome: EventOutcome) -> None:
+    def _notify(self, outcome: EventOutcome, event_type: str) -> None:
         if self._on_outcome is None:
             return
         try:
-            self._on_outcome(outcome)
+            self._on_outcome(event_type, outcome)
         except Exception:  # noqa: BLE001 - a metrics hook must not stop Events
             _log.exception("event.hook_failed", node=self._node, outcome=outcome)
 

@@ -1,0 +1,71 @@
+"""``podpin run``: the node agent.
+
+Exit status: 0 when the agent worked (rejected or malformed pods are reported,
+not fatal); 2 for an agent-level failure (bad configuration, cgroup v1,
+unreadable topology, no node name, API server unreachable at start), printed
+as one line on stderr; 3 when ``--once`` found the kubelet pinning CPUs itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent.config import ConfigError, load_config
+from agent.log import configure_logging, json_for_format
+from agent.runner import Agent, AgentError, RunOptions
+from agent.topology.load import DEFAULT_SYSFS_ROOT
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``run`` sub-command."""
+    parser = subparsers.add_parser(
+        "run",
+        help="run the node agent",
+        description="Watch this node's pods, pin their CPUs in cgroup v2, and report through metrics, logs and Events.",
+    )
+    parser.add_argument("--config", type=Path, metavar="FILE", help="agent configuration (YAML)")
+    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster service account, then KUBECONFIG)")
+    parser.add_argument("--pods-dir", type=Path, metavar="DIR", help="read pods from manifests in DIR instead of the API server")
+    parser.add_argument("--sysfs-root", type=Path, default=DEFAULT_SYSFS_ROOT, metavar="DIR", help="sysfs to read (default: %(default)s)")
+    parser.add_argument("--cgroup-root", type=Path, metavar="DIR", help="cgroup v2 root (default: cgroupRoot, /sys/fs/cgroup)")
+    parser.add_argument("--state-dir", type=Path, metavar="DIR", help="checkpoint directory (default: stateDir, /var/lib/podpin)")
+    parser.add_argument("--metrics-bind-address", metavar="HOST:PORT", help="metrics and health endpoints (default: 0.0.0.0:9363)")
+    parser.add_argument("--dry-run", action="store_true", help="decide, log and report, but write no cgroup file")
+    parser.add_argument("--once", action="store_true", help="one full pass after the first pod list, then exit")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the agent; returns the exit status."""
+    options = RunOptions(
+        config=args.config,
+        kubeconfig=args.kubeconfig,
+        pods_dir=args.pods_dir,
+        sysfs_root=args.sysfs_root,
+        cgroup_root=args.cgroup_root,
+        state_dir=args.state_dir,
+        metrics_bind_address=args.metrics_bind_address,
+        dry_run=args.dry_run,
+        once=args.once,
+    )
+    try:
+        config = load_config(options.config)
+        configure_logging(json=json_for_format(config.log_format), level=config.log_level, cache_logger_on_first_use=True)
+    except (ConfigError, ValueError) as err:
+        print(f"podpin run: configuration: {err}", file=sys.stderr)
+        return 2
+    try:
+        agent = Agent(options)
+    except AgentError as err:
+        print(f"podpin run: {err}", file=sys.stderr)
+        return 2
+    agent.install_signal_handlers()
+    try:
+        return agent.run()
+    except AgentError as err:
+        print(f"podpin run: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,377 @@
+"""The reconciler: pods in, cgroup values out, one pass at a time (DESIGN §2, §4).
+
+Each pass does, in order:
+
+1. read the pods the sources reported (malformed ones are reported and skipped);
+2. release pods that are gone or terminal, then admit new pods in creation
+   order (a rejected pod is tried again only after some pod released CPUs);
+3. checkpoint the state if it changed (never in dry-run);
+4. plan, and unless the kubelet pins CPUs itself, write the plan into the live
+   cgroups — all of them on a full pass (start, resync, any change of the
+   pools), only the pods something happened to otherwise (a new container
+   cgroup, a new containerID in a pod status), which is what keeps the pin
+   latency in milliseconds.
+
+The reconciler never decides who gets which CPU (the planner does) and never
+blocks on the API server (Events are queued by the recorder). Nothing here
+raises for a single pod or cgroup: failures are reported and the pass goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import structlog
+
+from agent.alloc.adopt import Observed
+from agent.alloc.plan import Plan
+from agent.alloc.planner import Decision, Planner, PlannerError
+from agent.cgroups.errors import CgroupError
+from agent.cpuset import CPUSet
+from agent.cgroups.fs import ApplyReport, CgroupFS
+from agent.cgroups.layout import CgroupLayout, QOSClass, ScannedContainer, ScannedPod, ensure_inside, scan
+from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
+from agent.kube.source import PodEvent
+from agent.kubelet_state import KubeletCPUPolicy
+from agent.metrics import Snapshot
+from agent.reconcile.pods import PodCache
+from agent.reconcile.reporter import Reporter
+from agent.reconcile.targets import Target, plan_targets, pod_targets
+from agent.state_store import StateStore
+from agent.topology.model import Topology
+
+__all__ = ["Reconciler"]
+
+_PENDING_TTL = 300.0
+
+
+class Reconciler:
+    """Keeps the node's cgroups equal to the planner's plan."""
+
+    def __init__(
+        self,
+        planner: Planner,
+        *,
+        layout: CgroupLayout,
+        fs: CgroupFS,
+        reporter: Reporter,
+        store: StateStore | None,
+        kubelet: Callable[[], KubeletCPUPolicy],
+        dry_run: bool = False,
+        rebuild: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.planner = planner
+        self.layout = layout
+        self.fs = fs
+        self.reporter = reporter
+        self.store = store
+        self.kubelet = kubelet
+        self.dry_run = dry_run
+        self.clock = clock
+        self.pods = PodCache()
+        self._rebuild = rebuild
+        self._observations: dict[str, Observed] = {}
+        self._decisions: dict[str, Decision] = {}
+        self._rejected_at: dict[str, int] = {}
+        self._epoch = 0
+        self._dirty: set[str] = set()
+        self._full = True
+        self._pending: dict[Path, float] = {}
+        self._applied: dict[tuple[Path, str], str] = {}
+        self.snapshot: Snapshot | None = None
+        self.passes = 0
+        self.blocked: str | None = None
+        self.log = structlog.get_logger("podpin.reconciler")
+
+    # -- inputs --------------------------------------------------------------------------------
+    def on_pods(self, event: PodEvent) -> None:
+        """A source event: the pods it names get a targeted apply on the next pass."""
+        self.pods.apply(event)
+        if event.kind == "SYNC":
+            self._full = True
+        for raw in event.pods:
+            metadata = raw.get("metadata")
+            uid = metadata.get("uid") if isinstance(metadata, Mapping) else None
+            if isinstance(uid, str):
+                self._dirty.add(uid)
+
+    def on_cgroup(self, event: WatchEvent, seen_at: float | None = None) -> None:
+        """A cgroup appeared (or went): remember when, so the pin latency can be measured."""
+        if isinstance(event, ContainerCgroupAppeared):
+            self._pending[event.path] = seen_at if seen_at is not None else self.clock()
+            self._dirty.add(event.uid)
+        elif isinstance(event, PodCgroupAppeared):
+            self._dirty.add(event.uid)
+        elif isinstance(event, CgroupRemoved):
+            self._pending.pop(event.path, None)
+            for key in [k for k in self._applied if k[0] == event.path]:
+                del self._applied[key]
+
+    def request_full(self) -> None:
+        """The next pass rewrites everything (periodic resync, drift repair)."""
+        self._full = True
+
+    def rebase(self, topology: Topology) -> list[str]:
+        """CPUs went offline or online: move to the new topology, re-plan only the pods that lost a CPU."""
+        try:
+            planner, dropped = self.planner.rebased(topology)
+        except PlannerError as err:
+            self.log.error("topology.rebase_failed", error=str(err))
+            return []
+        self.planner = planner
+        for uid in dropped:
+            self._decisions.pop(uid, None)
+            self._dirty.add(uid)
+        self._epoch += 1
+        self._full = True
+        self.log.warning("topology.changed", online=str(topology.online_cpus), replanned=dropped)
+        return dropped
+
+    # -- a pass ----------------------------------------------------------------------------------
+    def run_pass(self) -> bool:
+        """Decide and apply; returns True when a pass ran (False until the first pod list arrived)."""
+        if not self.pods.synced:
+            return False
+        start = self.clock()
+        views, malformed = self.pods.views()
+        if self._rebuild:
+            self._rebuild = False
+            self._observations = self._observe_live(views)
+            self.log.warning("state.rebuilt_from_cgroups", pods=len(self._observations))
+        for bad in malformed:
+            self.reporter.malformed(bad)
+        changed = self._decide(views)
+        if changed:
+            self._checkpoint()
+        plan = self.planner.plan(views, self._decisions)
+        full = self._full or changed
+        self._full = False
+        policy = self.kubelet()
+        self.reporter.kubelet(policy)
+        self.blocked = policy.reason if policy.pinning else None
+        usage: dict[tuple[str, str, str], float] = {}
+        if not policy.pinning:
+            usage = self._apply(plan, full)
+        self._dirty.clear()
+        self.snapshot = Snapshot(
+            state=self.planner.snapshot(), plan=plan, topology=self.planner.topology,
+            usage=usage or (self.snapshot.usage if self.snapshot else {}),
+        )
+        self.passes += 1
+        self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
+        return True
+
+    def _decide(self, views: list) -> bool:  # type: ignore[type-arg]
+        changed = False
+        live = {v.uid for v in views if not v.is_terminal}
+        for uid, record in list(self.planner.snapshot().pods.items()):
+            if uid not in live and self.planner.release(uid):
+                changed = True
+                self._epoch += 1
+                self._decisions.pop(uid, None)
+                self.reporter.released(record)
+        for uid in [u for u in self._decisions if u not in live]:
+            del self._decisions[uid]
+            self._rejected_at.pop(uid, None)
+        for view in views:
+            if view.is_terminal or self.planner.is_admitted(view.uid):
+                continue
+            if self._rejected_at.get(view.uid) == self._epoch:
+                continue
+            start = self.clock()
+            decision = self.planner.admit(view, self._observations.pop(view.uid, None))
+            seconds = self.clock() - start
+            self._decisions[view.uid] = decision
+            if decision.admitted:
+                changed = True
+                self._rejected_at.pop(view.uid, None)
+                self._dirty.add(view.uid)
+                self.reporter.admitted(decision, self.planner.plan([view], self._decisions).pods[0], seconds)
+            else:
+                self._rejected_at[view.uid] = self._epoch
+                self.reporter.rejected(decision, seconds)
+        return changed
+
+    def _observe_live(self, views: list) -> dict[str, Observed]:  # type: ignore[type-arg]
+        """The explicit cpusets on the live cgroups of these pods (for rebuilding a lost checkpoint)."""
+        observed: dict[str, Observed] = {}
+        by_uid = {v.uid: v for v in views}
+        try:
+            live = scan(self.layout)
+        except (CgroupError, OSError) as err:
+            self.log.error("cgroup.scan_failed", error=str(err))
+            return observed
+        for scanned in live:
+            view = by_uid.get(scanned.uid)
+            if view is None:
+                continue
+            names = {}
+            for container in view.all_containers:
+                if container.container_id:
+                    names[container.container_id.rpartition("/")[2]] = container.name
+            containers: dict[str, CPUSet] = {}
+            for child in scanned.containers:
+                name = names.get(child.id)
+                cpus = self._explicit_cpus(child.path)
+                if name is not None and cpus:
+                    containers[name] = cpus
+            pod_cpus = self._explicit_cpus(scanned.path)
+            if containers or pod_cpus:
+                observed[scanned.uid] = Observed(containers=containers, pod=pod_cpus or None)
+        return observed
+
+    def _explicit_cpus(self, path: Path) -> CPUSet:
+        try:
+            return self.fs.read_cpuset(path, "cpuset.cpus")
+        except CgroupError:
+            return CPUSet()
+
+    def _checkpoint(self) -> None:
+        if self.store is None or self.dry_run:
+            return
+        try:
+            self.store.save(self.planner.snapshot())
+        except OSError as err:
+            self.log.error("state.checkpoint_failed", path=str(self.store.path), error=err.strerror or str(err))
+
+    # -- applying --------------------------------------------------------------------------------
+    def _qos_levels(self) -> dict[str, Path]:
+        levels = {}
+        for qos in (QOSClass.BURSTABLE, QOSClass.BESTEFFORT):
+            path = self.layout.qos_dir(qos)
+            if path.is_dir():
+                levels[qos.value] = path
+        return levels
+
+    def _scan_pod(self, uid: str, qos: str) -> ScannedPod | None:
+        try:
+            location = self.layout.find_pod(uid, qos)
+        except CgroupError:
+            return None
+        if location is None:
+            return None
+        containers = []
+        try:
+            names = sorted(entry.name for entry in location.path.iterdir() if entry.is_dir() and not entry.is_symlink())
+        except OSError:
+            return None
+        for name in names:
+            parsed = self.layout.parse_container_dir(name)
+            if parsed is not None:
+                path = ensure_inside(self.layout.root, location.path / name)
+                containers.append(ScannedContainer(id=parsed[1], runtime=parsed[0], path=path))
+        return ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=tuple(containers))
+
+    def _targets(self, plan: Plan, full: bool) -> tuple[list[Target], list[ScannedPod]]:
+        if full:
+            try:
+                live = scan(self.layout)
+            except (CgroupError, OSError) as err:
+                self.log.error("cgroup.scan_failed", error=str(err))
+                live = []
+            return plan_targets(plan, live, self.layout, self._qos_levels()), live
+        targets: list[Target] = []
+        live = []
+        for pod in plan.pods:
+            if pod.uid not in self._dirty:
+                continue
+            scanned = self._scan_pod(pod.uid, pod.qos)
+            if scanned is not None:
+                live.append(scanned)
+                targets.extend(pod_targets(pod, scanned, self.layout))
+        return targets, live
+
+    def _apply(self, plan: Plan, full: bool) -> dict[tuple[str, str, str], float]:
+        targets, live = self._targets(plan, full)
+        desired = {t.path: t.values for t in targets}
+        if self.dry_run:
+            self._dry_run(targets)
+            report = ApplyReport()
+        else:
+            report = self.fs.apply(desired) if desired else ApplyReport()
+            drift = {
+                (r.path, r.file) for r in report.writes
+                if r.phase != "widen" and self._applied.get((r.path, r.file)) == r.new
+            }
+            self.reporter.applied(report, targets, drift)
+            self._remember(report)
+        self._settle(plan, targets, report)
+        return self._usage(plan, live) if full else {}
+
+    def _remember(self, report: ApplyReport) -> None:
+        failed = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}
+        for record in report.writes:
+            if record.result == "ok" and record.phase != "widen" and record.path not in failed:
+                self._applied[(record.path, record.file)] = record.new
+        for path, file in report.unchanged:
+            if path not in failed:
+                self._applied.setdefault((path, file), self._current(path, file))
+
+    def _current(self, path: Path, file: str) -> str:
+        try:
+            return self.fs.read_text(path, file).strip()
+        except CgroupError:
+            return ""
+
+    def _dry_run(self, targets: Iterable[Target]) -> None:
+        for target in targets:
+            try:
+                actual = self.fs.read_values(target.path)
+            except CgroupError as err:
+                self.log.info("cgroup.dry_run", path=str(target.path), error=str(err))
+                continue
+            if actual != target.values:
+                self.log.info(
+                    "cgroup.dry_run", path=str(target.path), cgroup_level=target.level,
+                    would_write={k: str(v) for k, v in (("cpuset.cpus", target.values.cpuset_cpus),
+                                                        ("cpuset.mems", target.values.cpuset_mems),
+                                                        ("cpu.max", target.values.cpu_max)) if v is not None},
+                )
+
+    def _settle(self, plan: Plan, targets: list[Target], report: ApplyReport) -> None:
+        """Pin latency for containers now pinned; the ``Pinned`` Event for pods whose containers all are."""
+        now = self.clock()
+        bad = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}
+        done_pods: dict[str, bool] = {}
+        for target in targets:
+            if target.level != "container" or target.pod is None:
+                continue
+            ok = target.path not in bad
+            done_pods[target.pod.uid] = done_pods.get(target.pod.uid, True) and ok
+            seen = self._pending.get(target.path)
+            if ok and seen is not None:
+                self.reporter.metrics.pin_latency.observe(max(0.0, now - seen))
+                del self._pending[target.path]
+        for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
+            del self._pending[path]
+        for pod in plan.pods:
+            pinned = [c for c in pod.containers if c.pool != "node-shared" and c.kind != "init"]
+            if pinned and done_pods.get(pod.uid) and all(c.container_id for c in pinned) and not self.dry_run:
+                self.reporter.pinned(pod)
+
+    def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[str, str, str], float]:
+        """CPU seconds per (pool, namespace, pod) from the containers' ``cpu.stat``."""
+        by_uid = {pod.uid: pod for pod in plan.pods}
+        usage: dict[tuple[str, str, str], float] = {}
+        for scanned in live:
+            pod = by_uid.get(scanned.uid)
+            if pod is None:
+                continue
+            pools = {}
+            for c in pod.containers:
+                if c.container_id:
+                    pools[c.container_id.rpartition("/")[2]] = c.pool
+            for child in scanned.containers:
+                pool = pools.get(child.id)
+                if pool is None:
+                    continue
+                try:
+                    seconds = self.fs.read_cpu_stat(child.path).usage_usec / 1e6
+                except CgroupError:
+                    continue
+                key = (pool, pod.namespace, pod.name)
+                usage[key] = usage.get(key, 0.0) + seconds
+        return usage

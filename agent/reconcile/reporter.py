@@ -1,0 +1,184 @@
+"""Turning decisions and writes into log lines, metrics and Kubernetes Events (DESIGN §6).
+
+One structured line per decision, naming node, namespace, pod, uid and, where
+it applies, container, pool, CPUs, NUMA nodes, ``cpu.max`` and reason. Events
+go on the pod: a Warning with the kubelet's reason and message when a pod is
+rejected, a Warning when its cgroups cannot be written, a Normal ``Pinned``
+summary once per pod. Each Warning is posted once per distinct message (the
+recorder aggregates repeats); posting never blocks the pinning path.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from agent.alloc.plan import PodPlan
+from agent.alloc.planner import Decision
+from agent.alloc.state import PodRecord
+from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
+from agent.cgroups.fs import ApplyReport, WriteRecord
+from agent.kubelet_state import KubeletCPUPolicy
+from agent.metrics import AgentMetrics
+from agent.reconcile.pods import Malformed
+from agent.reconcile.targets import Target
+
+__all__ = ["Reporter", "EventSink"]
+
+PodRef = tuple[str, str, str]
+
+
+class EventSink(Protocol):
+    """What the reporter needs from an Event recorder."""
+
+    def warning(self, pod: PodRef, reason: str, message: str) -> None: ...
+
+    def normal(self, pod: PodRef, reason: str, message: str) -> None: ...
+
+
+def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
+    return (pod.namespace, pod.name, pod.uid)
+
+
+def pinned_summary(pod: PodPlan) -> str:
+    """One line for the ``Pinned`` Event: each exclusive slice, the pod pool and who shares it."""
+    parts = []
+    shared = [c.name for c in pod.containers if c.pool == "pod-shared"]
+    for c in pod.containers:
+        if c.pool == "exclusive" and c.kind != "init":
+            parts.append(f"{c.name}: CPUs {c.cpus} exclusive (NUMA {','.join(map(str, c.numa))})")
+    if shared:
+        pool = next(c.cpus for c in pod.containers if c.pool == "pod-shared")
+        parts.append(f"{', '.join(shared)}: pod shared pool {pool}")
+    node = [c.name for c in pod.containers if c.pool == "node-shared"]
+    if node:
+        parts.append(f"{', '.join(node)}: node shared pool")
+    return "; ".join(parts) or "no exclusive CPUs"
+
+
+class Reporter:
+    """Logs, metrics and Events for one node."""
+
+    def __init__(self, node: str, metrics: AgentMetrics, events: EventSink | None) -> None:
+        self.node = node
+        self.metrics = metrics
+        self.events = events
+        self.log = structlog.get_logger("podpin").bind(node=node)
+        self._warned: set[tuple[str, str, str]] = set()
+        self._pinned: set[str] = set()
+        self._malformed: dict[str, str] = {}
+        self._kubelet_reason: str | None = None
+
+    # -- Events -----------------------------------------------------------------------------
+    def _warn_once(self, ref: PodRef, reason: str, message: str) -> None:
+        key = (ref[2], reason, message)
+        if key in self._warned or self.events is None:
+            return
+        self._warned.add(key)
+        self.events.warning(ref, reason, message)
+
+    # -- decisions --------------------------------------------------------------------------
+    def admitted(self, decision: Decision, plan: PodPlan | None, seconds: float) -> None:
+        self.metrics.admission_requests.inc()
+        self.metrics.admission_duration.observe(seconds)
+        self.metrics.pinning_requests.inc(decision.exclusive_containers)
+        fields: dict[str, Any] = {"numa": list(decision.numa_affinity or ())}
+        if plan is not None:
+            fields["bubble"] = str(plan.bubble) if plan.bubble is not None else None
+            fields["containers"] = {c.name: {"pool": c.pool, "cpus": str(c.cpus)} for c in plan.containers}
+        if decision.kept_observed:
+            fields["kept_running_cpus"] = list(decision.kept_observed)
+        self.log.info("pod.admitted", namespace=decision.namespace, pod=decision.name, uid=decision.uid, **fields)
+
+    def rejected(self, decision: Decision, seconds: float) -> None:
+        self.metrics.admission_requests.inc()
+        self.metrics.admission_duration.observe(seconds)
+        self.metrics.admission_errors.labels(reason=decision.reason or "UnexpectedAdmissionError").inc()
+        if decision.reason in ("SMTAlignmentError", "UnexpectedAdmissionError"):
+            self.metrics.pinning_errors.inc()
+        self.log.warning(
+            "pod.rejected", namespace=decision.namespace, pod=decision.name, uid=decision.uid,
+            reason=decision.reason, message=decision.message, pool="node-shared",
+        )
+        self._warn_once(_ref(decision), decision.reason or "UnexpectedAdmissionError", decision.message or "")
+
+    def released(self, record: PodRecord) -> None:
+        self._pinned.discard(record.uid)
+        self.log.info("pod.released", namespace=record.namespace, pod=record.name, uid=record.uid)
+
+    def malformed(self, bad: Malformed) -> None:
+        key = bad.uid or f"{bad.namespace}/{bad.name}"
+        if self._malformed.get(key) == bad.error:
+            return
+        self._malformed[key] = bad.error
+        self.metrics.malformed_pods.labels(reason=bad.field.split(".")[0] or "pod").inc()
+        self.log.error("pod.malformed", namespace=bad.namespace, pod=bad.name, uid=bad.uid, field=bad.field, error=bad.error)
+        if bad.uid and bad.name:
+            self._warn_once(_ref(bad), "PodpinInvalidPod", f"podpin cannot read this pod and leaves it unpinned: {bad.error}")
+
+    def kubelet(self, policy: KubeletCPUPolicy) -> None:
+        """Say once (per change) why podpin writes nothing while the kubelet pins."""
+        self.metrics.kubelet_pinning.set(1 if policy.pinning else 0)
+        reason = policy.reason if policy.pinning else None
+        if reason != self._kubelet_reason:
+            self._kubelet_reason = reason
+            if policy.pinning:
+                self.log.error("kubelet.pinning", policy=policy.policy, reason=policy.reason)
+            else:
+                self.log.info("kubelet.pinning", policy=policy.policy, reason=policy.reason, pinning=False)
+
+    # -- writes -----------------------------------------------------------------------------
+    def applied(self, report: ApplyReport, targets: Iterable[Target], drift: set[tuple[Path, str]]) -> None:
+        """Log one line per written cgroup, count writes, drift repairs and failures, warn the pods."""
+        by_path = {t.path: t for t in targets}
+        writes: dict[Path, list[WriteRecord]] = defaultdict(list)
+        for record in report.writes:
+            self.metrics.cgroup_writes.labels(file=record.file, result=record.result).inc()
+            if record.phase != "widen":
+                writes[record.path].append(record)
+        for path, records in writes.items():
+            target = by_path.get(path)
+            repaired = [r for r in records if (r.path, r.file) in drift and r.result == "ok"]
+            if repaired:
+                self.metrics.drift_repairs.inc(len(repaired))
+            event = "cgroup.drift_repaired" if repaired else "cgroup.applied"
+            self.log.info(event, **self._target_fields(target, path), files={r.file: {"old": r.old, "new": r.new, "result": r.result} for r in records})
+        for failure in (*report.failures, *report.mismatches):
+            self._failure(failure, by_path)
+
+    def _target_fields(self, target: Target | None, path: Path) -> dict[str, Any]:
+        fields: dict[str, Any] = {"path": str(path)}
+        if target is None:
+            return fields
+        fields["cgroup_level"] = target.level
+        if target.pod is not None:
+            fields.update(namespace=target.pod.namespace, pod=target.pod.name, uid=target.pod.uid)
+            if target.container is not None:
+                container = target.pod.container(target.container)
+                fields.update(container=container.name, pool=container.pool, cpus=str(container.cpus),
+                              numa=list(container.numa), cpu_max=container.desired.cpu_max)
+        return fields
+
+    def _failure(self, failure: CgroupError, by_path: dict[Path, Target]) -> None:
+        path = getattr(failure, "path", None)
+        target = by_path.get(path) if isinstance(path, Path) else None
+        vanished = isinstance(failure, CgroupFileError) and failure.vanished
+        fields = self._target_fields(target, path) if isinstance(path, Path) else {}
+        if vanished:
+            self.log.info("cgroup.vanished", **fields, error=str(failure))
+            return
+        self.log.error("cgroup.error", **fields, error=str(failure), mismatch=isinstance(failure, MismatchError))
+        if target is not None and target.pod is not None:
+            self._warn_once(_ref(target.pod), "PodpinPinningFailed", f"podpin could not apply the pod's CPU placement: {failure}")
+
+    def pinned(self, pod: PodPlan) -> None:
+        """The Normal ``Pinned`` Event, once per pod."""
+        if pod.uid in self._pinned:
+            return
+        self._pinned.add(pod.uid)
+        if self.events is not None:
+            self.events.normal(_ref(pod), "Pinned", pinned_summary(pod))

@@ -1,0 +1,329 @@
+"""``podpin run``: wiring the agent together and running its loop (the imperative shell).
+
+Start-up, in order, each failure being one line and a non-zero exit:
+configuration (with flag overrides), node name, topology from sysfs, the cgroup
+v2 layout (cgroup v1 is refused), the checkpoint (missing or corrupt: rebuilt
+from the live cgroups with a warning), the planner (a configuration that does
+not fit the machine is refused), the pod source (API server or directory), the
+HTTP server.
+
+The loop is single-threaded: sources, the cgroup watcher and the signal handler
+only put items on a queue; the loop drains it, runs a reconcile pass, and every
+``reconcilePeriod`` forces a full pass (drift repair, usage sampling, CPU
+hotplug check). ``--once`` runs one full pass after the first pod list and
+exits. SIGTERM and SIGINT stop everything within a few seconds.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agent.alloc.planner import Planner, PlannerError
+from agent.alloc.state import CheckpointError, state_to_checkpoint
+from agent.cgroups.errors import CgroupError
+from agent.cgroups.fs import CgroupFS, FileOps
+from agent.cgroups.layout import CgroupLayout, detect_layout
+from agent.cgroups.watch import CgroupWatcher, WatchEvent
+from agent.config import AgentConfig, ConfigError, load_config
+from agent.cpuset import CPUSet, CPUSetError
+from agent.kube.client import KubeConfigError, load_api
+from agent.kube.dirsource import DirSource
+from agent.kube.events import EventRecorder
+from agent.kube.source import KubeSource, PodEvent, PodSource
+from agent.kubelet_state import read_kubelet_cpu_policy
+from agent.metrics import AgentMetrics
+from agent.reconcile.reconciler import Reconciler
+from agent.reconcile.reporter import Reporter
+from agent.render.plan_json import plan_to_dict
+from agent.server import AgentServer, BindError
+from agent.state_store import StateStore
+from agent.topology.load import load_topology
+from agent.topology.model import Topology, TopologyError
+
+__all__ = ["RunOptions", "AgentError", "Agent"]
+
+
+class AgentError(RuntimeError):
+    """An agent-level failure: the message is the one line ``podpin run`` prints before exiting non-zero."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    """The ``podpin run`` flags (None = take the configuration's value)."""
+
+    config: Path | None = None
+    kubeconfig: str | None = None
+    pods_dir: Path | None = None
+    sysfs_root: Path = Path("/sys")
+    cgroup_root: Path | None = None
+    state_dir: Path | None = None
+    metrics_bind_address: str | None = None
+    dry_run: bool = False
+    once: bool = False
+
+
+def _configure(options: RunOptions) -> AgentConfig:
+    try:
+        config = load_config(options.config)
+    except ConfigError as err:
+        raise AgentError(f"configuration: {err}") from err
+    overrides: dict[str, Any] = {}
+    if options.cgroup_root is not None:
+        overrides["cgroup_root"] = options.cgroup_root
+    if options.state_dir is not None:
+        overrides["state_dir"] = options.state_dir
+    if options.metrics_bind_address is not None:
+        overrides["metrics_bind_address"] = options.metrics_bind_address
+    if options.dry_run:
+        overrides["dry_run"] = True
+    config = replace(config, **overrides)
+    if not config.node_name:
+        raise AgentError("no node name: set nodeName in the configuration or the NODE_NAME environment variable")
+    return config
+
+
+class Agent:
+    """The running agent: owns every thread and the single reconcile loop."""
+
+    def __init__(self, options: RunOptions, *, file_ops: FileOps | None = None) -> None:
+        """Prepare every part of the agent; nothing runs until :meth:`run`.
+
+        Args:
+            options: the ``podpin run`` flags.
+            file_ops: how cgroup files are read and written (tests pass a kernel emulation).
+
+        Raises:
+            AgentError: an agent-level failure, as one line.
+        """
+        self.options = options
+        self.config = _configure(options)
+        self.log = structlog.get_logger("podpin").bind(node=self.config.node_name)
+        self.stop_event = threading.Event()
+        self._queue: queue.Queue[tuple[str, Any, float]] = queue.Queue()
+        self._heartbeat = time.monotonic()
+        self._ready_reason = "starting: no pod list yet"
+        self._threads: list[threading.Thread] = []
+        self.topology = self._topology()
+        self.layout = self._layout()
+        self.fs = CgroupFS(self.config.cgroup_root, file_ops)
+        self.store = StateStore(self.config.state_dir)
+        planner, rebuild = self._planner()
+        self.metrics = AgentMetrics(lambda: self.reconciler.snapshot)
+        api = None
+        if options.pods_dir is None:
+            try:
+                api = load_api(options.kubeconfig)
+            except KubeConfigError as err:
+                raise AgentError(f"API server: {err}") from err
+        self.recorder = (
+            EventRecorder(api, self.config.node_name or "", on_outcome=self._count_event) if api is not None else None
+        )
+        self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder)
+        self.reconciler = Reconciler(
+            planner,
+            layout=self.layout,
+            fs=self.fs,
+            reporter=self.reporter,
+            store=self.store,
+            kubelet=lambda: read_kubelet_cpu_policy(self.config.kubelet_cpu_manager_state_path),
+            dry_run=self.config.dry_run,
+            rebuild=rebuild,
+        )
+        self.source = self._source(api)
+        self.watcher = CgroupWatcher(self.layout, self._on_cgroup)
+        self.server = AgentServer(
+            self.config.metrics_bind_address, self.metrics.registry, health=self.health, ready=self.ready, state=self.state
+        )
+
+    # -- start-up pieces -----------------------------------------------------------------------
+    def _topology(self) -> Topology:
+        try:
+            return load_topology(None, self.options.sysfs_root)
+        except TopologyError as err:
+            raise AgentError(f"topology: {err}") from err
+
+    def _layout(self) -> CgroupLayout:
+        try:
+            return detect_layout(self.config.cgroup_root, self.config.cgroup_driver)  # type: ignore[arg-type]
+        except CgroupError as err:
+            raise AgentError(f"cgroups: {err}") from err
+
+    def _planner(self) -> tuple[Planner, bool]:
+        """The planner over the checkpoint, or over an empty state to be rebuilt from the live cgroups."""
+        try:
+            state = self.store.load()
+        except CheckpointError as err:
+            moved = self.store.quarantine()
+            self.log.warning("state.corrupt", error=str(err), moved_to=str(moved) if moved else None)
+            state = None
+        try:
+            if state is not None:
+                try:
+                    return Planner(self.topology, self.config, state), False
+                except CheckpointError as err:
+                    moved = self.store.quarantine()
+                    self.log.warning("state.invalid", error=str(err), moved_to=str(moved) if moved else None)
+            else:
+                self.log.warning("state.missing", path=str(self.store.path))
+            return Planner(self.topology, self.config), True
+        except PlannerError as err:
+            raise AgentError(f"configuration does not fit this machine: {err}") from err
+
+    def _source(self, api: Any) -> PodSource:
+        node = self.config.node_name or ""
+        if self.options.pods_dir is not None:
+            if not self.options.pods_dir.is_dir():
+                raise AgentError(f"--pods-dir {self.options.pods_dir}: not a directory")
+            return DirSource(self.options.pods_dir, node, on_error=lambda _: self.metrics.source_errors.inc())
+        return KubeSource(node, api, resync_period=self.config.pod_resync_period)
+
+    # -- callbacks from other threads ------------------------------------------------------------
+    def _on_pods(self, event: PodEvent) -> None:
+        self._queue.put(("pods", event, time.monotonic()))
+
+    def _on_cgroup(self, event: WatchEvent) -> None:
+        self._queue.put(("cgroup", event, time.monotonic()))
+
+    def _count_event(self, event_type: str, outcome: str) -> None:
+        self.metrics.events.labels(type=event_type, result=outcome).inc()
+
+    # -- endpoints -------------------------------------------------------------------------------
+    def health(self) -> tuple[bool, str]:
+        """Alive: the loop turned recently and no worker thread died."""
+        age = time.monotonic() - self._heartbeat
+        limit = max(30.0, 3 * self.config.reconcile_period)
+        if age > limit:
+            return False, f"the reconcile loop has not turned for {age:.0f}s"
+        if self.watcher.error is not None:
+            return False, f"the cgroup watcher stopped: {self.watcher.error}"
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        if dead and not self.stop_event.is_set():
+            return False, f"threads stopped: {', '.join(dead)}"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        """Ready: state loaded, first full pass done, and the kubelet is not pinning CPUs itself."""
+        if self.reconciler.blocked is not None:
+            return False, self.reconciler.blocked
+        if self.reconciler.passes == 0:
+            return False, self._ready_reason
+        return True, "ok"
+
+    def state(self) -> dict[str, Any]:
+        """The ``/state`` document: the checkpoint's data and the current plan."""
+        snapshot = self.reconciler.snapshot
+        if snapshot is None:
+            return {"ready": False, "reason": self._ready_reason}
+        return {
+            "node": self.config.node_name,
+            "ready": self.ready()[0],
+            "blocked": self.reconciler.blocked,
+            "state": state_to_checkpoint(snapshot.state)["data"],
+            "plan": plan_to_dict(snapshot.plan),
+        }
+
+    # -- the loop --------------------------------------------------------------------------------
+    def _spawn(self, name: str, target: Any) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _handle(self, item: tuple[str, Any, float]) -> None:
+        kind, payload, at = item
+        if kind == "pods":
+            self.reconciler.on_pods(payload)
+        elif kind == "cgroup":
+            self.reconciler.on_cgroup(payload, at)
+
+    def _check_cpus(self) -> None:
+        """CPU hotplug: when the online set changed, re-read the topology and re-plan the pods that lost a CPU."""
+        try:
+            online = CPUSet.parse((self.options.sysfs_root / "devices/system/cpu/online").read_text())
+        except (OSError, CPUSetError):
+            return
+        if online == self.reconciler.planner.topology.online_cpus:
+            return
+        try:
+            topology = load_topology(None, self.options.sysfs_root)
+        except TopologyError as err:
+            self.log.error("topology.read_failed", error=str(err))
+            return
+        self.reconciler.rebase(topology)
+
+    def run(self) -> int:
+        """Run until stopped (or one pass with ``--once``); returns the exit status."""
+        try:
+            if not self.options.once:
+                self.server.start()
+        except BindError as err:
+            raise AgentError(str(err)) from err
+        self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
+        if not self.options.once:
+            self.watcher.start()
+        self.log.info("agent.started", dry_run=self.config.dry_run, cgroup_root=str(self.config.cgroup_root),
+                      driver=str(self.layout.driver), watcher=self.watcher.mode, online=str(self.topology.online_cpus))
+        try:
+            return self._loop()
+        finally:
+            self.shutdown()
+
+    def _loop(self) -> int:
+        period = self.config.reconcile_period
+        next_resync = time.monotonic() + period
+        while not self.stop_event.is_set():
+            timeout = max(0.0, min(1.0, next_resync - time.monotonic()))
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                item = None
+            self._heartbeat = time.monotonic()
+            if item is not None:
+                self._handle(item)
+                while True:
+                    try:
+                        self._handle(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+            now = time.monotonic()
+            if now >= next_resync:
+                next_resync = now + period
+                self._check_cpus()
+                self.reconciler.request_full()
+            elif item is None:
+                continue
+            if self.reconciler.run_pass():
+                self.metrics.ready.set(1 if self.ready()[0] else 0)
+                if self.options.once:
+                    if self.reconciler.blocked is not None:
+                        self.log.error("agent.stopped", reason=self.reconciler.blocked)
+                        return 3
+                    return 0
+        return 0
+
+    def shutdown(self) -> None:
+        """Stop every thread; bounded so SIGTERM finishes within a few seconds."""
+        self.stop_event.set()
+        self.watcher.stop()
+        self.server.stop()
+        for thread in self._threads:
+            thread.join(timeout=2.0)
+        if self.recorder is not None:
+            self.recorder.close(timeout=1.5)
+        self.log.info("agent.stopped")
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT stop the loop (main thread only)."""
+        def _stop(signum: int, _frame: object) -> None:
+            self.log.info("agent.stopping", signal=signal.Signals(signum).name)
+            self.stop_event.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
