@@ -40,7 +40,7 @@ def parse_kubelet_cpu_policy(text: str, path: str = "cpu_manager_state") -> Kube
     """Read the policy out of the checkpoint text (V1-V4 formats)."""
     try:
         document = json.loads(text)
-        data = _key(document, "data")
+        data = _key(document, "data") if isinstance(document, Mapping) else None
         if isinstance(data, str):
             document = json.loads(data)
     except (ValueError, TypeError) as err:

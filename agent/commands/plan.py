@@ -18,7 +18,7 @@ from typing import Any
 
 from agent.alloc.planner import Decision, Planner, PlannerError
 from agent.alloc.options import OptionsError
-from agent.config import ConfigError, load_config
+from agent.config import ConfigError, config_from_mapping, load_config
 from agent.kube.manifests import ManifestError, parse_manifest
 from agent.pods.errors import PodSpecError
 from agent.pods.model import PodView, pod_from_dict
@@ -28,6 +28,9 @@ from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import TopologyError
 
 __all__ = ["register", "run", "read_pods"]
+
+#: Without a configuration, plan as a kubelet with this reservation would (the static policy needs one).
+_DEFAULT_RESERVATION = "systemReserved cpu=1 (the static policy needs a CPU reservation)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -42,7 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     source.add_argument(
         "--sysfs-root", type=Path, default=DEFAULT_SYSFS_ROOT, metavar="DIR", help="sysfs tree to read (default: %(default)s)"
     )
-    parser.add_argument("--config", type=Path, metavar="FILE", help="agent configuration (default: built-in defaults)")
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="agent configuration (default: the defaults with systemReserved cpu=1)"
+    )
     parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default: %(default)s)")
     parser.add_argument("pods", nargs="+", type=Path, metavar="POD.yaml", help="pod manifests, admitted in this order")
     parser.set_defaults(func=run)
@@ -76,7 +81,11 @@ def read_pods(paths: list[Path]) -> tuple[list[PodView], list[dict[str, str]]]:
 def run(args: argparse.Namespace) -> int:
     """Plan the pods and print the result; returns the exit status."""
     try:
-        config = load_config(args.config)
+        if args.config is None:
+            print(f"podpin plan: no --config: planning with the defaults and {_DEFAULT_RESERVATION}", file=sys.stderr)
+            config = config_from_mapping({"systemReserved": {"cpu": "1"}})
+        else:
+            config = load_config(args.config)
         topology = load_topology(args.topology, args.sysfs_root)
         planner = Planner(topology, config)
     except (ConfigError, TopologyError, PlannerError, OptionsError) as err:

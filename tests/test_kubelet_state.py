@@ -1,0 +1,53 @@
+"""Coexistence: reading the kubelet's cpu_manager_state to know whether it pins CPUs itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.kubelet_state import parse_kubelet_cpu_policy, read_kubelet_cpu_policy
+
+
+@pytest.mark.parametrize(
+    ("text", "policy", "pinning"),
+    [
+        ('{"policyName":"none","defaultCpuSet":"","checksum":1353318690}', "none", False),
+        ('{"policyName":"static","defaultCpuSet":"0-1,6-7","entries":{"u":{"c":"2-5"}},"checksum":1}', "static", True),
+        ('{"PolicyName":"Static","DefaultCPUSet":"0-7","checksum":1}', "Static", True),
+        (json.dumps({"policyName": "static", "data": json.dumps({"policyName": "none", "defaultCpuSet": ""}),
+                     "dataChecksum": 1}), "none", False),
+    ],
+)
+def test_policy_from_every_format(text: str, policy: str, pinning: bool) -> None:
+    """V2/V3 top-level policyName, Go's case-insensitive keys, and the V4 data string are understood."""
+    result = parse_kubelet_cpu_policy(text)
+    assert (policy, pinning) == (result.policy, result.pinning)
+
+
+def test_static_explains_what_to_do() -> None:
+    """The reason tells the operator how to hand CPUs over to podpin."""
+    reason = parse_kubelet_cpu_policy('{"policyName":"static"}', "/var/lib/kubelet/cpu_manager_state").reason
+    assert reason.startswith("/var/lib/kubelet/cpu_manager_state: the kubelet runs cpuManagerPolicy static")
+    assert "set cpuManagerPolicy: none" in reason
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"defaultCpuSet":""}', '{"policyName": 3}'])
+def test_unreadable_state_is_treated_as_pinning(text: str) -> None:
+    """When podpin cannot tell, it does not write (writing over a pinning kubelet would move CPUs)."""
+    result = parse_kubelet_cpu_policy(text)
+    assert (None, True) == (result.policy, result.pinning)
+
+
+def test_missing_file_is_not_pinning(tmp_path: Path) -> None:
+    """No mounted state file: the kubelet is not known to pin."""
+    result = read_kubelet_cpu_policy(tmp_path / "cpu_manager_state")
+    assert (None, False) == (result.policy, result.pinning)
+
+
+def test_unreadable_file_is_pinning(tmp_path: Path) -> None:
+    """A path that cannot be read (here a directory) is reported and treated as pinning."""
+    (tmp_path / "cpu_manager_state").mkdir()
+    result = read_kubelet_cpu_policy(tmp_path / "cpu_manager_state")
+    assert (True, True) == (result.pinning, "cannot read" in result.reason)
