@@ -1,0 +1,345 @@
+"""Prometheus metrics of the agent: event counters and a collector that reads the latest snapshot.
+
+Two kinds of metric live here, for two reasons (style §5, "What this means" 9):
+
+* **Events** (admissions, pinning attempts, cgroup writes, drift repairs,
+  latencies) happen once and are counted where the reconciler records the
+  outcome. They are plain ``Counter``/``Histogram``/``Gauge`` objects, attributes
+  of :class:`AgentMetrics`, on that object's own registry.
+* **State** (pool sizes, exclusive CPUs per NUMA node, containers by assignment
+  type, CPU usage per pool) is a function of the node's allocations. Keeping it
+  in gauges the reconciler sets would let a missed update show a stale value
+  forever; instead :class:`PlanCollector` computes every family from the latest
+  :class:`Snapshot` at scrape time, so nothing carries over from one scrape to
+  the next and a pod that is gone simply has no series.
+
+Each :class:`AgentMetrics` owns a fresh ``CollectorRegistry`` (never the global
+``REGISTRY``), so tests build as many as they like and the agent exposes exactly
+what is registered here. Multiprocess mode is not used: the agent is a single
+process.
+
+Metric names are fixed by the agent's configuration contract; the kubelet's own
+names (``kubelet_cpu_manager_*``, ``resource_manager_*``) are the model, with
+the ``podpin_`` prefix and seconds instead of milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from agent.alloc.plan import ContainerPlan, Plan, PodPlan
+from agent.alloc.state import NodeState
+from agent.cpuset import CPUSet
+from agent.topology.model import Topology
+
+__all__ = [
+    "AgentMetrics",
+    "PlanCollector",
+    "Snapshot",
+    "UsageKey",
+    "ASSIGNMENT_TYPES",
+    "POD_STATES",
+    "ADMISSION_ERROR_REASONS",
+    "EVENT_TYPES",
+    "EVENT_RESULTS",
+    "ADMISSION_BUCKETS",
+    "PIN_LATENCY_BUCKETS",
+    "RECONCILE_BUCKETS",
+    "assignment_type",
+]
+
+NAMESPACE = "podpin"
+
+UsageKey = tuple[str, str, str]
+"""``(pool, namespace, pod)``: the key of one CPU usage counter (pool as in :data:`agent.alloc.plan.POOLS`)."""
+
+#: ``podpin_containers{assignment_type}`` values; the kubelet's three plus the node shared pool.
+ASSIGNMENT_TYPES = ("node_exclusive", "pod_exclusive", "pod_shared", "node_shared")
+#: ``podpin_pods{state}`` values.
+POD_STATES = ("admitted", "rejected")
+#: The kubelet's admission failure reasons; their ``podpin_admission_errors_total`` series start at 0.
+ADMISSION_ERROR_REASONS = (
+    "TopologyAffinityError",
+    "SMTAlignmentError",
+    "EmptyPodSharedPoolError",
+    "UnexpectedAdmissionError",
+)
+#: Kubernetes Event types (``podpin_events_total{type}``).
+EVENT_TYPES = ("Normal", "Warning")
+#: What happened to a recorded Event (``agent.kube.events.EventOutcome``).
+EVENT_RESULTS = ("posted", "patched", "failed", "dropped")
+
+#: Admission runs the pure planner: typically well under a millisecond, seconds would mean a bug.
+ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+#: Pod seen -> cgroups written and verified; includes waiting for the container cgroup to appear.
+PIN_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: One reconcile pass over every pod cgroup of the node (reads, writes, read-backs).
+RECONCILE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """What the reconciler saw and decided on its latest pass; the scrape-time metrics read only this.
+
+    The reconciler builds a new one after every pass and replaces a reference
+    (one attribute assignment, atomic in CPython), so a scrape from the server
+    thread never sees half a pass.
+
+    Attributes:
+        state: the planner's node state after the pass.
+        plan: the plan the pass applied (every pod bound to the node).
+        topology: the machine, for per-NUMA-node counts.
+        usage: CPU seconds consumed per ``(pool, namespace, pod)``, from ``cpu.stat``.
+    """
+
+    state: NodeState
+    plan: Plan
+    topology: Topology
+    usage: Mapping[UsageKey, float]
+
+
+def assignment_type(pod: PodPlan, container: ContainerPlan) -> str:
+    """The ``assignment_type`` of one container (one of :data:`ASSIGNMENT_TYPES`).
+
+    An exclusive container is ``pod_exclusive`` when its pod has a bubble (its
+    slice was carved from the pod's CPUs) and ``node_exclusive`` otherwise, as in
+    the kubelet's ``resource_manager_container_assignments``.
+    """
+    if container.pool == "exclusive":
+        return "pod_exclusive" if pod.bubble is not None else "node_exclusive"
+    if container.pool == "pod-shared":
+        return "pod_shared"
+    return "node_shared"
+
+
+def _pod_shared_pool(pod: PodPlan) -> CPUSet:
+    """The pod shared pool: the bubble minus its exclusive slices (empty without a bubble).
+
+    Computed from the bubble rather than from the pod-shared containers, so a
+    pool that no container uses yet is still reported.
+    """
+    if pod.bubble is None:
+        return CPUSet()
+    pool = pod.bubble
+    for container in pod.containers:
+        if container.pool == "exclusive":
+            pool = pool - container.cpus
+    return pool
+
+
+def _gauge(name: str, documentation: str, *labels: str) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"{NAMESPACE}_{name}", documentation, labels=list(labels) if labels else None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Families:
+    """One scrape's families, empty until filled; a new set per scrape, so nothing carries over."""
+
+    shared_pool: GaugeMetricFamily
+    exclusive: GaugeMetricFamily
+    exclusive_per_numa: GaugeMetricFamily
+    shared_per_numa: GaugeMetricFamily
+    containers: GaugeMetricFamily
+    pod_shared_pools: GaugeMetricFamily
+    pods: GaugeMetricFamily
+    usage: CounterMetricFamily
+
+    @classmethod
+    def empty(cls) -> _Families:
+        return cls(
+            shared_pool=_gauge(
+                "shared_pool_size_millicores",
+                "Size of the node shared pool minus the reserved CPUs, in millicores (as the kubelet counts it).",
+            ),
+            exclusive=_gauge(
+                "exclusive_cpu_allocation_count",
+                "CPUs held by exclusive container slices and pod bubbles (a whole bubble counts).",
+            ),
+            exclusive_per_numa=_gauge(
+                "allocation_per_numa", "Exclusively allocated CPUs (slices and bubbles) per NUMA node.", "numa_node"
+            ),
+            shared_per_numa=_gauge("numa_shared_cpus", "CPUs of the node shared pool per NUMA node.", "numa_node"),
+            containers=_gauge(
+                "containers",
+                "Containers by CPU assignment: node_exclusive, pod_exclusive, pod_shared or node_shared.",
+                "assignment_type",
+            ),
+            pod_shared_pools=_gauge(
+                "pod_shared_pool_cpus",
+                "CPUs in each pod's shared pool (its bubble minus exclusive slices).",
+                "namespace",
+                "pod",
+            ),
+            pods=_gauge("pods", "Pods bound to the node by admission outcome.", "state"),
+            usage=CounterMetricFamily(
+                f"{NAMESPACE}_pool_cpu_usage_seconds",
+                "CPU time consumed by each pod's containers per pool, from cpu.stat.",
+                labels=["pool", "namespace", "pod"],
+            ),
+        )
+
+    def all(self) -> tuple[Metric, ...]:
+        """In exposition order."""
+        return (
+            self.shared_pool,
+            self.exclusive,
+            self.exclusive_per_numa,
+            self.shared_per_numa,
+            self.containers,
+            self.pod_shared_pools,
+            self.pods,
+            self.usage,
+        )
+
+
+class PlanCollector:
+    """Computes the state metrics from the latest :class:`Snapshot` on every scrape.
+
+    The callable returns None until the reconciler's first pass; then the
+    collector yields nothing, because a zero pool size would be a lie.
+    """
+
+    def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
+        """Keep the snapshot source.
+
+        Args:
+            snapshot: returns the latest snapshot (or None); called once per scrape.
+        """
+        self._snapshot = snapshot
+
+    def describe(self) -> Iterator[Metric]:
+        """The families this collector yields, without samples (so registering it never calls ``collect``)."""
+        yield from _Families.empty().all()
+
+    def collect(self) -> Iterator[Metric]:
+        """Every state family, computed from one snapshot."""
+        snapshot = self._snapshot()
+        if snapshot is None:
+            return
+        families = _Families.empty()
+        self._pools(snapshot, families)
+        self._containers(snapshot.plan, families)
+        for (pool, namespace, pod), seconds in sorted(snapshot.usage.items()):
+            families.usage.add_metric([pool, namespace, pod], seconds)
+        yield from families.all()
+
+    @staticmethod
+    def _pools(snapshot: Snapshot, families: _Families) -> None:
+        """Pool sizes from the state, the planner's truth.
+
+        The pool size subtracts the reserved CPUs as the kubelet's gauge does;
+        the per-NUMA shared count does not, because it shows the cpuset that
+        shared containers really run on (reserved CPUs are in it unless
+        ``strict-cpu-reservation``).
+        """
+        state, topology = snapshot.state, snapshot.topology
+        shared = state.cpu.default
+        exclusive = state.cpu.assigned()
+        families.shared_pool.add_metric([], len(shared - state.reserved) * 1000)
+        families.exclusive.add_metric([], len(exclusive))
+        for node in topology.memory_numa_ids:
+            cpus = topology.cpus_in_numa(node)
+            families.exclusive_per_numa.add_metric([str(node)], len(exclusive & cpus))
+            families.shared_per_numa.add_metric([str(node)], len(shared & cpus))
+
+    @staticmethod
+    def _containers(plan: Plan, families: _Families) -> None:
+        by_type = dict.fromkeys(ASSIGNMENT_TYPES, 0)
+        pools: dict[tuple[str, str], int] = defaultdict(int)
+        pods = dict.fromkeys(POD_STATES, 0)
+        for pod in plan.pods:
+            for container in pod.containers:
+                by_type[assignment_type(pod, container)] += 1
+            if pod.bubble is not None:
+                # Two pods share namespace/name while a recreated pod replaces a gone one
+                # that is not yet released; one series each would be a duplicate.
+                pools[(pod.namespace, pod.name)] += len(_pod_shared_pool(pod))
+            if pod.admitted:
+                pods["admitted"] += 1
+            elif pod.reason is not None:
+                pods["rejected"] += 1
+        for kind, count in by_type.items():
+            families.containers.add_metric([kind], count)
+        for (namespace, name), size in sorted(pools.items()):
+            families.pod_shared_pools.add_metric([namespace, name], size)
+        for outcome, count in pods.items():
+            families.pods.add_metric([outcome], count)
+
+
+class AgentMetrics:
+    """The agent's registry and its event metrics (the reconciler updates the attributes).
+
+    Attributes:
+        registry: the registry the server exposes; holds the process metrics,
+            the :class:`PlanCollector` and every attribute below.
+        pinning_requests: exclusive-CPU allocation attempts (+1 per exclusive container).
+        pinning_errors: failed exclusive-CPU allocation attempts.
+        admission_requests: pods through admission.
+        admission_errors: rejected pods, by the kubelet ``reason``.
+        admission_duration: seconds one admission took (planner only).
+        cgroup_writes: cgroup file writes, by ``file`` and ``result`` (``ok`` or the errno name).
+        drift_repairs: cgroup values found changed behind the agent's back and rewritten.
+        pin_latency: seconds from seeing a container to its cgroups written and verified.
+        reconcile_duration: seconds one reconcile pass took.
+        events: Kubernetes Events, by ``type`` (Normal/Warning) and ``result`` (posted/patched/failed/dropped).
+        ready: 1 when the agent is ready (first pass done, not blocked).
+        kubelet_pinning: 1 when the kubelet's CPU manager is ``static`` (podpin then refuses to write).
+        malformed_pods: pods that could not be read into a PodView, by ``reason``.
+        source_errors: failures of the pod source (API errors, unreadable manifests).
+    """
+
+    def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
+        """Build a fresh registry with the process collector, the plan collector and the event metrics.
+
+        Args:
+            snapshot: returns the reconciler's latest :class:`Snapshot` (None before its first pass).
+        """
+        registry = CollectorRegistry()
+        self.registry = registry
+        ProcessCollector(registry=registry)
+        self.plan_collector = PlanCollector(snapshot)
+        registry.register(self.plan_collector)
+        def counter(name: str, documentation: str, *labels: str) -> Counter:
+            return Counter(name, documentation, labels, namespace=NAMESPACE, registry=registry)
+
+        def gauge(name: str, documentation: str) -> Gauge:
+            return Gauge(name, documentation, namespace=NAMESPACE, registry=registry)
+
+        def histogram(name: str, documentation: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(name, documentation, namespace=NAMESPACE, registry=registry, buckets=buckets)
+
+        self.pinning_requests = counter("pinning_requests", "Exclusive-CPU allocation attempts.")
+        self.pinning_errors = counter("pinning_errors", "Failed exclusive-CPU allocation attempts.")
+        self.admission_requests = counter("admission_requests", "Pods through admission.")
+        self.admission_errors = counter("admission_errors", "Pods rejected by admission, by kubelet reason.", "reason")
+        self.admission_duration = histogram(
+            "admission_duration_seconds", "Duration of one pod admission by the planner.", ADMISSION_BUCKETS
+        )
+        self.cgroup_writes = counter(
+            "cgroup_writes", "cgroup file writes by file and result (ok or errno name).", "file", "result"
+        )
+        self.drift_repairs = counter("drift_repairs", "cgroup values changed by someone else and rewritten.")
+        self.pin_latency = histogram(
+            "pin_latency_seconds", "Time from seeing a container to its cgroups written and verified.", PIN_LATENCY_BUCKETS
+        )
+        self.reconcile_duration = histogram(
+            "reconcile_duration_seconds", "Duration of one reconcile pass.", RECONCILE_BUCKETS
+        )
+        self.events = counter("events", "Kubernetes Events by type and result.", "type", "result")
+        self.ready = gauge("ready", "1 when the agent is ready, else 0.")
+        self.kubelet_pinning = gauge(
+            "kubelet_pinning", "1 when the kubelet's CPU manager pins CPUs itself (podpin does not write), else 0."
+        )
+        self.malformed_pods = counter("malformed_pods", "Pods that could not be read, by reason.", "reason")
+        self.source_errors = counter("source_errors", "Failures of the pod source.")
+        # Closed label sets start at 0, so rate() and alerts work before the first occurrence.
+        for reason in ADMISSION_ERROR_REASONS:
+            self.admission_errors.labels(reason=reason)
+        for event_type in EVENT_TYPES:
+            for result in EVENT_RESULTS:
+                self.events.labels(type=event_type, result=result)
