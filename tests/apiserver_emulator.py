@@ -45,6 +45,8 @@ from typing import Any
 
 from kubernetes import client
 
+from agent.kube.api import CoreCalls
+
 from apiserver_http import (
     ApiHTTPServer,
     Failure,
@@ -147,8 +149,16 @@ class ApiServerEmulator:
         """The base URL, e.g. ``http://127.0.0.1:40123``."""
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def api(self, **config: Any) -> client.CoreV1Api:
-        """A real ``CoreV1Api`` for this server (``config`` sets ``Configuration`` attributes)."""
+    def api(self, **config: Any) -> CoreCalls:
+        """The agent's official-client calls for this server (``config`` sets ``Configuration`` attributes)."""
+        configuration = client.Configuration()
+        configuration.host = self.url
+        for key, value in config.items():
+            setattr(configuration, key, value)
+        return CoreCalls(client.ApiClient(configuration))
+
+    def core_v1(self, **config: Any) -> client.CoreV1Api:
+        """The full generated ``CoreV1Api`` for this server, for the emulator's own tests of endpoints the agent does not call."""
         configuration = client.Configuration()
         configuration.host = self.url
         for key, value in config.items():

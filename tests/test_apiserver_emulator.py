@@ -87,14 +87,14 @@ class TestList:
         emulator.add_pod(pod("b", namespace="x", labels={"app": "db", "tier": "2"}))
         emulator.add_pod(pod("c", namespace="y", labels={"app": "db"}))
         doc = json.loads(
-            emulator.api().list_namespaced_pod("x", label_selector="app=db,tier!=2", _preload_content=False).data
+            emulator.core_v1().list_namespaced_pod("x", label_selector="app=db,tier!=2", _preload_content=False).data
         )
         assert ["a"] == [p["metadata"]["name"] for p in doc["items"]]
 
     def test_list_items_deserialise_with_the_client_models(self, emulator: ApiServerEmulator) -> None:
         """A preloaded list goes through the client's own model deserialisation."""
         emulator.add_pod(pod("a", "n1"))
-        result = emulator.api().list_pod_for_all_namespaces()
+        result = emulator.core_v1().list_pod_for_all_namespaces()
         assert ["a"] == [p.metadata.name for p in result.items]
 
     def test_unsupported_field_is_400(self, emulator: ApiServerEmulator) -> None:
@@ -307,7 +307,7 @@ class TestEvents:
 class TestControl:
     def test_request_log(self, emulator: ApiServerEmulator) -> None:
         """Each request is logged with method, path, query, status and Authorization."""
-        api = emulator.api(api_key={"BearerToken": "Bearer t0k"})
+        api = emulator.core_v1(api_key={"BearerToken": "Bearer t0k"})
         api.list_namespaced_pod("kube-system", label_selector="a=b", _preload_content=False)
         expected = RequestRecord(
             method="GET",

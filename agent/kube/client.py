@@ -1,4 +1,4 @@
-"""Building the official client's ``CoreV1Api`` from whatever configuration this process has.
+"""Building the official client (its ``ApiClient``, as :class:`CoreCalls`) from whatever configuration this process has.
 
 Order (first that works wins): the in-cluster service account (the DaemonSet
 case), the file given with ``--kubeconfig``, ``$KUBECONFIG`` (a ``:``-separated
@@ -15,8 +15,11 @@ from pathlib import Path
 
 import structlog
 from kubernetes import config as kube_config
-from kubernetes.client import ApiClient, Configuration, CoreV1Api
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.configuration import Configuration
 from kubernetes.config.incluster_config import InClusterConfigLoader
+
+from agent.kube.api import CoreCalls
 
 __all__ = ["KubeConfigError", "load_api", "SERVICE_ACCOUNT_DIR"]
 
@@ -36,8 +39,8 @@ def load_api(
     environ: Mapping[str, str] | None = None,
     service_account_dir: Path = SERVICE_ACCOUNT_DIR,
     home: Path | None = None,
-) -> CoreV1Api:
-    """A ``CoreV1Api`` from the first configuration that loads (see the module docstring).
+) -> CoreCalls:
+    """A :class:`CoreCalls` from the first configuration that loads (see the module docstring).
 
     Args:
         kubeconfig: the ``--kubeconfig`` file, or None.
@@ -64,7 +67,7 @@ def load_api(
         failures.append(f"in-cluster ({service_account_dir}): {err}")
     else:
         _log.info("kube.config", source="in-cluster", host=configuration.host)
-        return CoreV1Api(ApiClient(configuration))
+        return CoreCalls(ApiClient(configuration))
 
     candidates = [
         ("--kubeconfig", kubeconfig),
@@ -78,7 +81,7 @@ def load_api(
         problem = _try_kubeconfig(value, configuration := Configuration())
         if problem is None:
             _log.info("kube.config", source=label, file=value, host=configuration.host)
-            return CoreV1Api(ApiClient(configuration))
+            return CoreCalls(ApiClient(configuration))
         failures.append(f"{label} ({value}): {problem}")
     raise KubeConfigError("no Kubernetes API configuration found; tried " + "; ".join(failures))
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
-from kubernetes.client import CoreV1Api
+from agent.kube.api import CoreCalls
 from kubernetes.client.exceptions import ApiException
 
 __all__ = ["EventRecorder", "EventStats", "EventOutcome", "PodRef"]
@@ -80,7 +80,7 @@ class EventRecorder:
     """Posts core/v1 Events about pods from a background thread (started by the constructor).
 
     Args:
-        api: a real ``CoreV1Api``.
+        api: the official client's calls (:class:`agent.kube.api.CoreCalls`).
         node_name: ``source.host`` of every Event, and the default ``reportingInstance``.
         component: ``source.component`` and ``reportingComponent``.
         queue_size: Events waiting to be posted before the oldest is dropped.
@@ -95,7 +95,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        api: CoreV1Api,
+        api: CoreCalls,
         node_name: str,
         *,
         component: str = "podpin",

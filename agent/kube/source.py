@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 import structlog
 import urllib3
 from kubernetes import watch
-from kubernetes.client import CoreV1Api
+from agent.kube.api import CoreCalls
 from kubernetes.client.exceptions import ApiException
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class KubeSource:
 
     Args:
         node_name: only pods with ``spec.nodeName`` equal to this are reported.
-        api: a real ``CoreV1Api`` (see :func:`agent.kube.client.load_api`).
+        api: the official client's calls (:class:`agent.kube.api.CoreCalls`) (see :func:`agent.kube.client.load_api`).
         resync_period: seconds between full relists.
         watch_timeout: ``timeoutSeconds`` of each watch request (at least 1).
         backoff: ``(base, cap)`` seconds of the failure backoff; the n-th
@@ -107,7 +107,7 @@ class KubeSource:
     def __init__(
         self,
         node_name: str,
-        api: CoreV1Api,
+        api: CoreCalls,
         *,
         resync_period: float = 300.0,
         watch_timeout: int = 60,
