@@ -12,9 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from agent.config import ConfigError, load_config
-from agent.log import configure_logging, json_for_format
-from agent.runner import Agent, AgentError, RunOptions
 from agent.topology.load import DEFAULT_SYSFS_ROOT
 
 __all__ = ["register", "run"]
@@ -41,6 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     """Start the agent; returns the exit status."""
+    # Imported here: the agent pulls in the Kubernetes client, which every other
+    # sub-command (and `podpin --help`) would otherwise pay for at start-up.
+    from agent.config import ConfigError, load_config
+    from agent.log import configure_logging, json_for_format
+    from agent.runner import Agent, AgentError, RunOptions
+
     options = RunOptions(
         config=args.config,
         kubeconfig=args.kubeconfig,

@@ -3,28 +3,40 @@
 Sources only translate the outside world into :class:`PodEvent` values carrying
 raw pod dicts; they never decide anything (DESIGN §2). Events are posted off
 the caller's thread and never fail the caller.
+
+The names below are resolved on first use: ``agent.kube.manifests`` (what
+``podpin plan`` needs) must not pull in the Kubernetes client, which costs a
+command seconds of start-up and tens of MiB.
 """
 
 from __future__ import annotations
 
-from agent.kube.client import KubeConfigError, load_api
-from agent.kube.dirsource import DirSource
-from agent.kube.events import EventOutcome, EventRecorder, EventStats, PodRef
-from agent.kube.manifests import ManifestError, parse_manifest, stable_uid
-from agent.kube.source import KubeSource, PodEvent, PodSource
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "DirSource",
-    "EventOutcome",
-    "EventRecorder",
-    "EventStats",
-    "KubeConfigError",
-    "KubeSource",
-    "ManifestError",
-    "PodEvent",
-    "PodRef",
-    "PodSource",
-    "load_api",
-    "parse_manifest",
-    "stable_uid",
-]
+_EXPORTS = {
+    "KubeConfigError": "agent.kube.client",
+    "load_api": "agent.kube.client",
+    "DirSource": "agent.kube.dirsource",
+    "EventOutcome": "agent.kube.events",
+    "EventRecorder": "agent.kube.events",
+    "EventStats": "agent.kube.events",
+    "PodRef": "agent.kube.events",
+    "ManifestError": "agent.kube.manifests",
+    "parse_manifest": "agent.kube.manifests",
+    "stable_uid": "agent.kube.manifests",
+    "KubeSource": "agent.kube.source",
+    "PodEvent": "agent.kube.source",
+    "PodSource": "agent.kube.source",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
