@@ -78,6 +78,7 @@ class AgentConfig:
     metrics_bind_address: str = "0.0.0.0:9363"
     log_level: str = "info"
     log_format: str = "auto"
+    cgroup_watch: str = "auto"
 
     def num_reserved_cpus(self) -> int:
         """How many CPUs are reserved: |reservedSystemCPUs| if set, else ceil(kube + system reserved cpu)."""
@@ -99,6 +100,7 @@ _CHOICES = {
     "cgroupDriver": ("auto", "systemd", "cgroupfs"),
     "logLevel": ("debug", "info", "warning", "error"),
     "logFormat": ("auto", "json", "console"),
+    "cgroupWatch": ("auto", "inotify", "poll", "off"),
 }
 _MAPS = ("cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "kubeReserved", "systemReserved", "evictionHard")
 _DURATIONS = ("cpuCFSQuotaPeriod", "reconcilePeriod", "podResyncPeriod")
@@ -267,6 +269,7 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
         metrics_bind_address=data.get("metricsBindAddress", "0.0.0.0:9363"),
         log_level=data.get("logLevel", "info"),
         log_format=data.get("logFormat", "auto"),
+        cgroup_watch=data.get("cgroupWatch", "auto"),
     )
     _check_bind_address(config.metrics_bind_address)
     if config.cpu_manager_policy == "static" and config.num_reserved_cpus() == 0:

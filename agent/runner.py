@@ -138,7 +138,8 @@ class Agent:
             rebuild=rebuild,
         )
         self.source = self._source(api)
-        self.watcher = CgroupWatcher(self.layout, self._on_cgroup)
+        watch_mode = "auto" if self.config.cgroup_watch == "off" else self.config.cgroup_watch
+        self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)  # type: ignore[arg-type]
         self.server = AgentServer(
             self.config.metrics_bind_address, self.metrics.registry, health=self.health, ready=self.ready, state=self.state
         )
@@ -266,7 +267,7 @@ class Agent:
         except BindError as err:
             raise AgentError(str(err)) from err
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
-        if not self.options.once:
+        if not self.options.once and self.config.cgroup_watch != "off":
             self.watcher.start()
         self.log.info("agent.started", dry_run=self.config.dry_run, cgroup_root=str(self.config.cgroup_root),
                       driver=str(self.layout.driver), watcher=self.watcher.mode, online=str(self.topology.online_cpus))

@@ -89,6 +89,7 @@ class TestDefaults:
         ({"reconcilePeriod": "0s"}, "reconcilePeriod: '0s' must be positive"),
         ({"cpuCFSQuotaPeriod": "5s"}, "cpuCFSQuotaPeriod: '5s' must be between 1ms and 1s"),
         ({"dryRun": "yes"}, "dryRun: 'yes' is not true or false"),
+        ({"cgroupWatch": "fanotify"}, "cgroupWatch: 'fanotify' is not one of auto, inotify, poll, off"),
         ({"metricsBindAddress": "9363"}, "metricsBindAddress: '9363' is not HOST:PORT"),
         ({"kubeReserved": ["cpu"]}, "kubeReserved: ['cpu'] is not a map"),
         ({"evictionHard": {"memory.avail": "1Gi"}}, "evictionHard.memory.avail: unknown eviction signal"),
@@ -140,5 +141,5 @@ def test_contract_keys() -> None:
         "topologyManagerScope", "topologyManagerPolicyOptions", "reservedSystemCPUs", "kubeReserved",
         "systemReserved", "evictionHard", "reservedMemory", "cpuCFSQuotaPeriod", "nodeName", "cgroupRoot",
         "cgroupDriver", "reconcilePeriod", "podResyncPeriod", "stateDir", "kubeletCPUManagerStatePath", "dryRun",
-        "metricsBindAddress", "logLevel", "logFormat",
+        "metricsBindAddress", "logLevel", "logFormat", "cgroupWatch",
     } == set(CONFIG_KEYS)
