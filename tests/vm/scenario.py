@@ -1,0 +1,130 @@
+"""Guest side: run a VM scenario's steps and record what each one observed, for the host tests to assert.
+
+A scenario is a plain Python script (pytest inside the guest costs ~12 s of start-up under TCG) that the
+host harness runs once per test module as ``<venv python> scenario_x.py --results <VM_RW dir>/results.json``.
+Each step records the values it measured; an exception ends only that step and is recorded with its
+traceback, so one broken kernel fact never hides the others. The results file is rewritten (atomically)
+after every step, so a scenario that hangs or crashes still leaves what it had measured for the host to
+show. The host side is ``harness.py``.
+
+Results file::
+
+    {"scenario": NAME, "complete": bool, "meta": {...},
+     "steps": {STEP: {"ok": bool, "seconds": float, "values": {...}, "error": str | null}}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["Scenario", "WaitTimeout", "wait_until"]
+
+T = TypeVar("T")
+
+
+class WaitTimeout(TimeoutError):
+    """A condition polled by :func:`wait_until` did not hold in time; names it and the last value seen."""
+
+
+def wait_until(what: str, probe: Callable[[], T | None], *, timeout: float, interval: float = 0.01) -> T:
+    """Poll ``probe`` until it returns a truthy value, and return that value.
+
+    Raises:
+        WaitTimeout: ``probe`` stayed falsy for ``timeout`` seconds; the message names ``what`` and the
+            last value, so a failing step explains itself.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"{what}: not true after {timeout} s (last value {value!r})")
+        time.sleep(interval)
+
+
+class Scenario:
+    """Records the steps of one guest scenario into its results file."""
+
+    def __init__(self, name: str, results_path: Path, args: list[str] | None = None) -> None:
+        self.name = name
+        self.results_path = results_path
+        self.args = list(args or [])
+        """Command-line arguments after ``--results`` (``scenario_fixture(..., args=...)`` on the host)."""
+        self._started = time.monotonic()
+        self._steps: dict[str, dict[str, Any]] = {}
+        self._meta: dict[str, Any] = {
+            "kernel": platform.release(),
+            "python": sys.executable,
+            "cpus_online": os.cpu_count(),
+            "uptime_at_start_s": _uptime(),
+        }
+        self._complete = False
+        self._save()
+
+    @classmethod
+    def from_argv(cls, name: str, argv: list[str] | None = None) -> Scenario:
+        """Build the scenario from ``--results PATH [ARGS...]`` on the command line (what the harness passes)."""
+        parser = argparse.ArgumentParser(prog=name)
+        parser.add_argument("--results", type=Path, required=True, help="JSON results file (in a VM_RW dir)")
+        known, rest = parser.parse_known_args(argv)
+        return cls(name, known.results, rest)
+
+    @property
+    def workdir(self) -> Path:
+        """A host-visible directory for logs the scenario wants the host to see (the results file's)."""
+        return self.results_path.parent
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[dict[str, Any]]:
+        """Run one step: the body fills the yielded dict with what it observed.
+
+        An exception inside the body is recorded (with its traceback and the values set so far) and does
+        not propagate, so later steps still run.
+        """
+        if name in self._steps:
+            raise ValueError(f"scenario {self.name}: step {name!r} recorded twice")
+        values: dict[str, Any] = {}
+        record: dict[str, Any] = {"ok": False, "seconds": 0.0, "values": values, "error": None}
+        self._steps[name] = record
+        started = time.monotonic()
+        try:
+            yield values
+            record["ok"] = True
+        except Exception:  # noqa: BLE001 - a failed step is a result to report, not a reason to stop
+            record["error"] = traceback.format_exc()
+            print(f"scenario {self.name}: step {name} failed:\n{record['error']}", file=sys.stderr, flush=True)
+        finally:
+            record["seconds"] = round(time.monotonic() - started, 3)
+            self._save()
+
+    def finish(self) -> int:
+        """Mark the results complete; returns the exit status for ``raise SystemExit``."""
+        self._meta["scenario_seconds"] = round(time.monotonic() - self._started, 3)
+        self._complete = True
+        self._save()
+        return 0
+
+    def _save(self) -> None:
+        data = {"scenario": self.name, "complete": self._complete, "meta": self._meta, "steps": self._steps}
+        tmp = self.results_path.with_name(self.results_path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str))
+        os.replace(tmp, self.results_path)
+
+
+def _uptime() -> float:
+    """Seconds since the guest kernel booted (boot + interpreter start-up, when read at scenario start)."""
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return -1.0

@@ -1,0 +1,183 @@
+"""The host-side VM harness: layouts, the "run tests/vm/vm-setup.sh" failure, the opt-in skip, and a boot
+that times out (one short real boot); everything else here runs without a VM.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import harness
+import pytest
+from harness import VMConfig, VMRunError
+
+
+def _fake_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Put an executable named qemu-system-x86_64 first on PATH, so only the VM dir decides."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qemu = bin_dir / "qemu-system-x86_64"
+    qemu.write_text("#!/bin/sh\nexit 1\n")
+    qemu.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+
+class TestVMConfig:
+    """Layouts given to run-in-vm.sh."""
+
+    def test_labels(self) -> None:
+        """Labels name CPUs, NUMA nodes, sockets when they differ from nodes, and SMT."""
+        actual = [
+            VMConfig().label,
+            VMConfig(nodes=4).label,
+            VMConfig(nodes=2, threads=2).label,
+            VMConfig(nodes=2, sockets=1).label,
+        ]
+        assert ["8cpu-2numa", "8cpu-4numa", "8cpu-2numa-smt2", "8cpu-2numa-1s"] == actual
+
+    def test_node_cpulists(self) -> None:
+        """qemu gives node N the N-th contiguous block of CPUs."""
+        actual = (VMConfig(nodes=4).node_cpulists(), VMConfig(cpus=4, nodes=4).node_cpulists())
+        assert ({"0": "0-1", "1": "2-3", "2": "4-5", "3": "6-7"}, {"0": "0", "1": "1", "2": "2", "3": "3"}) == actual
+
+    def test_env(self) -> None:
+        """The knobs passed to run-in-vm.sh."""
+        expected = {
+            "VM_CPUS": "8",
+            "VM_NODES": "4",
+            "VM_THREADS": "2",
+            "VM_SOCKETS": "4",
+            "VM_MEM_MB": "2048",
+            "VM_TIMEOUT": "240",
+            "VM_BOOT_TIMEOUT": "60",
+            "VM_BOOT_RETRIES": "1",
+        }
+        assert expected == VMConfig(nodes=4, threads=2).env()
+
+    def test_core_split_across_nodes_is_refused(self) -> None:
+        """6 CPUs on 2 nodes with 2 threads per core would split a core over two nodes."""
+        with pytest.raises(ValueError) as info:
+            VMConfig(cpus=6, nodes=2, threads=2)
+        assert "VMConfig: 6 vCPUs do not split into 2 nodes x 2 threads" == str(info.value)
+
+
+class TestSetupCheck:
+    """Missing qemu or kernel fails the VM tests with the setup hint; PODPIN_SKIP_VM=1 turns that into a skip."""
+
+    def test_missing_qemu(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without qemu on PATH the reason names it and the setup script."""
+        monkeypatch.setenv("PATH", str(tmp_path))
+        assert "qemu-system-x86_64 is not installed: run tests/vm/vm-setup.sh" == harness.missing_setup(tmp_path)
+
+    def test_missing_kernel(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An empty VM dir: the kernel is missing."""
+        _fake_qemu(tmp_path, monkeypatch)
+        vm = tmp_path / "vm"
+        vm.mkdir()
+        expected = f"{vm}/kernel is missing: run tests/vm/vm-setup.sh (PODPIN_VM_DIR={vm})"
+        assert expected == harness.missing_setup(vm)
+
+    def test_outdated_setup(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A VM dir built by another version of vm-setup.sh must be rebuilt."""
+        _fake_qemu(tmp_path, monkeypatch)
+        monkeypatch.delenv("VM_KERNEL_SUITE", raising=False)
+        vm = tmp_path / "vm"
+        vm.mkdir()
+        for name in ("kernel", "initramfs.cpio"):
+            (vm / name).write_bytes(b"x")
+        (vm / "setup-id").write_text("0123456789abcdef suite=default\n")
+        current = harness._setup_id()
+        expected = (
+            f"{vm} was built by another version of vm-setup.sh (setup-id '0123456789abcdef suite=default', "
+            f"expected {current!r}): run tests/vm/vm-setup.sh"
+        )
+        assert expected == harness.missing_setup(vm)
+
+    def test_complete_setup(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Kernel, initramfs and a matching setup-id: nothing is missing."""
+        _fake_qemu(tmp_path, monkeypatch)
+        monkeypatch.delenv("VM_KERNEL_SUITE", raising=False)
+        for name in ("kernel", "initramfs.cpio"):
+            (tmp_path / name).write_bytes(b"x")
+        (tmp_path / "setup-id").write_text(harness._setup_id() + "\n")
+        assert None is harness.missing_setup(tmp_path)
+
+    def test_require_vm_fails_without_setup(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without PODPIN_SKIP_VM the test fails (never a silent skip), telling how to set up."""
+        _fake_qemu(tmp_path, monkeypatch)
+        monkeypatch.setenv("PODPIN_VM_DIR", str(tmp_path))
+        monkeypatch.delenv("PODPIN_SKIP_VM", raising=False)
+        with pytest.raises(pytest.fail.Exception) as info:
+            harness.require_vm()
+        expected = (
+            f"real-kernel VM tests cannot run: {tmp_path}/kernel is missing: run tests/vm/vm-setup.sh "
+            f"(PODPIN_VM_DIR={tmp_path}); or set PODPIN_SKIP_VM=1 to skip them"
+        )
+        assert expected == str(info.value)
+
+    def test_require_vm_skips_when_asked(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """With PODPIN_SKIP_VM=1 the same condition is a skip that gives the reason."""
+        _fake_qemu(tmp_path, monkeypatch)
+        monkeypatch.setenv("PODPIN_VM_DIR", str(tmp_path))
+        monkeypatch.setenv("PODPIN_SKIP_VM", "1")
+        with pytest.raises(pytest.skip.Exception) as info:
+            harness.require_vm()
+        expected = (
+            f"{tmp_path}/kernel is missing: run tests/vm/vm-setup.sh (PODPIN_VM_DIR={tmp_path}) "
+            "(skipped: PODPIN_SKIP_VM=1)"
+        )
+        assert expected == str(info.value)
+
+    def test_vm_dir_default(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without PODPIN_VM_DIR the harness uses /tmp/podpin-vm, vm-setup.sh's default."""
+        monkeypatch.delenv("PODPIN_VM_DIR", raising=False)
+        assert Path("/tmp/podpin-vm") == harness.vm_dir()
+
+
+def test_workdir_with_comma_is_refused(tmp_path: Path) -> None:
+    """run-in-vm.sh cannot share a directory whose path has a comma; the harness says so before booting."""
+    workdir = tmp_path / "a,b"
+    workdir.mkdir()
+    with pytest.raises(VMRunError) as info:
+        harness.run_scenario(harness.VM_TESTS / "scenario_layout.py", VMConfig(), workdir)
+    assert f"VM_RW directory {workdir} must not contain spaces or commas (run-in-vm.sh limitation)" == str(info.value)
+
+
+def test_scenario_crash_reports_exit_status_and_stderr(tmp_path: Path) -> None:
+    """A guest command that exits non-zero without results raises VMRunError with its status and stderr."""
+    harness.require_vm()
+    missing = harness.VM_TESTS / "scenario_that_does_not_exist.py"
+    with pytest.raises(VMRunError) as info:
+        harness.run_scenario(missing, VMConfig(), tmp_path)
+    lines = str(info.value).splitlines()
+    actual = (re.sub(r"after [0-9.]+ s", "after N s", lines[0]), lines[1], lines[2])
+    expected = (
+        "VM run of scenario_that_does_not_exist (8cpu-2numa) exited with status 2 after N s; steps recorded: none",
+        "--- stderr (last 25 lines) ---",
+        f"{sys.executable}: can't open file '{missing}': [Errno 2] No such file or directory",
+    )
+    assert expected == actual, str(info.value)
+
+
+def test_boot_timeout_reports_console_tail(tmp_path: Path) -> None:
+    """A boot that does not reach the scenario within VM_BOOT_TIMEOUT (1 s here, no retry) raises VMRunError
+    naming the timeout, the steps recorded (none) and the guest console tail."""
+    harness.require_vm()
+    config = VMConfig(boot_timeout_s=1, boot_retries=0)
+    with pytest.raises(VMRunError) as info:
+        harness.run_scenario(harness.VM_TESTS / "scenario_layout.py", config, tmp_path)
+    lines = str(info.value).splitlines()
+    console_at = next(i for i, line in enumerate(lines) if line.startswith("--- guest console"))
+    actual = {
+        "first line": re.sub(r"after [0-9.]+ s", "after N s", lines[0]),
+        "stderr says why": "run-in-vm: guest did not reach CMD within VM_BOOT_TIMEOUT=1 s" in lines,
+        "console has kernel lines": bool(re.match(r"^\[ *[0-9]+\.[0-9]+\] ", lines[console_at + 1])),
+    }
+    expected = {
+        "first line": "VM run of scenario_layout (8cpu-2numa) timed out (VM_BOOT_TIMEOUT or VM_TIMEOUT, see stderr) "
+        "after N s; steps recorded: none",
+        "stderr says why": True,
+        "console has kernel lines": True,
+    }
+    assert expected == actual, str(info.value)
