@@ -18,12 +18,12 @@ clears it at the start of every pod admission.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import combinations
-
 from agent.alloc.accumulator import TakeOptions, take_by_topology
 from agent.alloc.cpu_state import CPUState
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError, SMTAlignmentError
-from agent.alloc.hints import ProviderHints, TopologyHint
+from agent.alloc.cpu_hints import cpu_hints
+from agent.alloc.hints import NUMAInfo, TopologyHint
+from agent.alloc.merge import CompactProviderHints, HintList
 from agent.alloc.options import CPUPolicyOptions
 from agent.alloc.pod_budget import validate_pod_budget
 from agent.cpuset import CPUSet
@@ -76,15 +76,19 @@ def reserved_cpus_for(topology: Topology, options: CPUPolicyOptions, count: int,
 class StaticCPUPolicy:
     """Exclusive CPUs for eligible containers, a pod bubble for pod-level pods."""
 
-    def __init__(self, topology: Topology, options: CPUPolicyOptions, reserved: CPUSet) -> None:
+    def __init__(
+        self, topology: Topology, options: CPUPolicyOptions, reserved: CPUSet, numa_info: NUMAInfo | None = None
+    ) -> None:
         """Build the policy for a machine.
 
         Args:
             topology: the machine.
             options: parsed ``cpuManagerPolicyOptions``.
             reserved: the reserved CPUs (see :func:`reserved_cpus_for`).
+            numa_info: the topology manager's NUMA nodes (large machines get bitmap hints over them).
         """
         self.topology = topology
+        self.numa_info = numa_info
         self.options = options
         self.reserved = reserved
         self.reserved_physical = topology.core_siblings(reserved)
@@ -110,51 +114,14 @@ class StaticCPUPolicy:
         self._reuse.pop(pod_uid, None)
 
     # -- hints ---------------------------------------------------------------------------
-    def _generate_hints(self, available: CPUSet, reusable: CPUSet, request: int) -> list[TopologyHint]:
-        """``generateCPUTopologyHints``: every NUMA subset that can hold the request.
+    def _generate_hints(self, available: CPUSet, reusable: CPUSet, request: int) -> list[TopologyHint] | HintList:
+        """``generateCPUTopologyHints`` (see :mod:`agent.alloc.cpu_hints`)."""
+        return cpu_hints(
+            self.topology, available, reusable, request,
+            align_by_socket=self.options.align_by_socket, numa_info=self.numa_info,
+        )
 
-        Preferred = the subset size equals the smallest size whose *total* CPUs
-        could hold the request on an empty machine (or socket-aligned with
-        ``align-by-socket``).
-        """
-        topology = self.topology
-        nodes = topology.numa_ids
-        totals = [len(topology.cpus_in_numa(n)) for n in nodes]
-        free = [len(available & topology.cpus_in_numa(n)) for n in nodes]
-        reusable_nodes = 0
-        for numa in topology.numa_of(reusable):
-            reusable_nodes |= 1 << numa
-        min_affinity = len(nodes)
-        masks: list[int] = []
-        for size in range(1, len(nodes) + 1):
-            for combo in combinations(range(len(nodes)), size):
-                if size < min_affinity and sum(totals[i] for i in combo) >= request:
-                    min_affinity = size
-                mask = 0
-                for i in combo:
-                    mask |= 1 << nodes[i]
-                if reusable_nodes & ~mask:
-                    continue
-                if len(reusable) + sum(free[i] for i in combo) < request:
-                    continue
-                masks.append(mask)
-        return [
-            TopologyHint(mask, mask.bit_count() == min_affinity or self._socket_aligned(mask, min_affinity))
-            for mask in masks
-        ]
-
-    def _socket_aligned(self, mask: int, min_affinity: int) -> bool:
-        if not self.options.align_by_socket:
-            return False
-        counters = self.topology.counters
-        per_socket = counters.num_numa_nodes // counters.num_sockets if counters.num_sockets else 0
-        if per_socket == 0:
-            return False
-        min_sockets = (min_affinity + per_socket - 1) // per_socket
-        ids = tuple(n for n in range(mask.bit_length()) if mask >> n & 1)
-        return len(self.topology.sockets_in_numa(*ids)) == min_sockets
-
-    def container_hints(self, state: CPUState, pod: PodView, container: ContainerView) -> ProviderHints:
+    def container_hints(self, state: CPUState, pod: PodView, container: ContainerView) -> CompactProviderHints:
         """``GetTopologyHints``: None (no preference) for shared containers."""
         requested = container_exclusive_cpus(pod, container)
         if requested == 0:
@@ -185,7 +152,7 @@ class StaticCPUPolicy:
         )
         return max(by_init, by_apps + by_sidecars)
 
-    def pod_hints(self, state: CPUState, pod: PodView) -> ProviderHints:
+    def pod_hints(self, state: CPUState, pod: PodView) -> CompactProviderHints:
         """``GetPodTopologyHints``: one set of hints for the whole pod (pod scope)."""
         requested = self.pod_guaranteed_cpus(pod)
         if requested == 0:

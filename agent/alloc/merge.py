@@ -57,7 +57,9 @@ __all__ = [
     "HintList",
     "LatticeMerger",
     "and_products",
+    "bitmap_from_flags",
     "lists_from_providers",
+    "popcount_table",
 ]
 
 #: The lattice holds 2**N entries per list; 20 nodes is 8 MiB per int64 array.
@@ -130,6 +132,16 @@ def _popcounts(size_bits: int) -> NDArray[np.uint8]:
         counts[1 << bit : 2 << bit] = counts[: 1 << bit] + 1
     counts.flags.writeable = False
     return counts
+
+
+def popcount_table(size_bits: int) -> NDArray[np.uint8]:
+    """Number of nodes of every position of a ``size_bits``-node lattice (NumPy, read-only); for providers."""
+    return _popcounts(size_bits)
+
+
+def bitmap_from_flags(flags: NDArray[np.bool_]) -> int:
+    """A bool array over the lattice positions as a bitmap, for :meth:`HintList.from_bitmaps`."""
+    return _to_bitmap(flags)
 
 
 @cache

@@ -86,13 +86,14 @@ class Planner:
                 reserved = reserved_cpus_for(topology, options, config.num_reserved_cpus(), config.reserved_system_cpus)
             except AllocationError as err:
                 raise PlannerError(f"reservedSystemCPUs/kubeReserved/systemReserved: {err.message}") from err
-            self._cpu = StaticCPUPolicy(topology, options, reserved)
+        numa_info = NUMAInfo.from_topology(topology)
+        if config.cpu_manager_policy == "static":
+            self._cpu = StaticCPUPolicy(topology, options, reserved, numa_info)
         self._memory = StaticMemoryPolicy() if config.memory_manager_policy == "Static" else None
         self._expected_memory: dict[int, NUMAMemory] | None = None
         if self._memory is not None:
             held = {e.numa_node: dict(e.limits) for e in config.reserved_memory}
             self._expected_memory = default_machine_state(topology, held)
-        numa_info = NUMAInfo.from_topology(topology)
         self._policy = make_policy(
             config.topology_manager_policy,
             numa_info,
