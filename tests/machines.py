@@ -1,20 +1,17 @@
 """Synthetic :class:`Topology` values for planner tests, built in one call.
 
-CPUs are enumerated the Intel way (every core's first thread, then every core's
-second thread), so with 2 sockets x 8 cores x 2 threads CPU 0 and CPU 16 are
-siblings, like the bundled ``deploy/examples/topology-2s.json``.
+A thin wrapper over :func:`agent.sim.machines.synthetic_machine` (the product's
+own synthetic machines) with test-friendly defaults: 2 sockets x 8 cores x 2
+threads, Intel enumeration, so CPU 0 and CPU 16 are siblings as on the bundled
+``deploy/examples/topology-2s.json``.
 """
 
 from __future__ import annotations
 
-from types import MappingProxyType
-
-from agent.cpuset import CPUSet
-from agent.topology.model import CPU, NUMANode, Topology
+from agent.sim.machines import GIB, synthetic_machine
+from agent.topology.model import Topology
 
 __all__ = ["machine", "GIB"]
-
-GIB = 2**30
 
 
 def machine(
@@ -28,43 +25,14 @@ def machine(
     hugepages_1g: int = 0,
     distances: tuple[int, int] = (11, 21),
 ) -> Topology:
-    """A machine of identical NUMA nodes.
-
-    Args:
-        sockets, numa_per_socket, cores_per_numa, threads: the shape.
-        memory_gib: MemTotal per NUMA node.
-        hugepages_2m, hugepages_1g: pages configured per NUMA node.
-        distances: (same socket, other socket) SLIT distances between different nodes.
-    """
-    nodes = sockets * numa_per_socket
-    cores = nodes * cores_per_numa
-    cpus: list[CPU] = []
-    by_node: dict[int, list[int]] = {n: [] for n in range(nodes)}
-    for thread in range(threads):
-        for core in range(cores):
-            cpu_id = thread * cores + core
-            node = core // cores_per_numa
-            socket = node // numa_per_socket
-            cpus.append(CPU(id=cpu_id, core=core, socket=socket, die=socket, numa=node, l3=socket))
-            by_node[node].append(cpu_id)
-    pages = {}
-    if hugepages_2m:
-        pages[2048] = hugepages_2m
-    if hugepages_1g:
-        pages[1048576] = hugepages_1g
-    numa_nodes = tuple(
-        NUMANode(
-            id=n,
-            cpus=CPUSet(by_node[n]),
-            memory_bytes=memory_gib * GIB,
-            hugepages=MappingProxyType(dict(pages)),
-            distances=MappingProxyType(
-                {
-                    m: 10 if m == n else (distances[0] if m // numa_per_socket == n // numa_per_socket else distances[1])
-                    for m in range(nodes)
-                }
-            ),
-        )
-        for n in range(nodes)
+    """A machine of identical NUMA nodes (``hugepages_2m``/``hugepages_1g``: pages per node)."""
+    pages = {size: count for size, count in ((2048, hugepages_2m), (1048576, hugepages_1g)) if count}
+    return synthetic_machine(
+        sockets=sockets,
+        numa_per_socket=numa_per_socket,
+        cores_per_numa=cores_per_numa,
+        threads=threads,
+        memory_gib_per_numa=memory_gib,
+        distances=distances,
+        hugepages=pages,
     )
-    return Topology(cpus=tuple(sorted(cpus, key=lambda c: c.id)), numa_nodes=numa_nodes)

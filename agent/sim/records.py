@@ -1,0 +1,54 @@
+"""What a replay leaves behind: each pod's outcome and each node's final state.
+
+These records are the hand-over from :mod:`agent.sim.engine` (which produces
+them) to :mod:`agent.sim.measure` (which turns them into numbers), kept apart
+so neither module imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agent.alloc.plan import Plan
+from agent.alloc.state import NodeState
+from agent.sim.derive import Model
+
+__all__ = ["UNSCHEDULABLE", "NodeResult", "PodOutcome", "Replay"]
+
+UNSCHEDULABLE = "Unschedulable"
+"""The reason recorded for a pod that fits no node (the scheduler's condition reason)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodOutcome:
+    """What happened to one pod: the node it was sent to (None: none fits) and the admission."""
+
+    template: str
+    name: str
+    node: int | None
+    admitted: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeResult:
+    """One node at the end of a replay: the planner's state and the plan of its admitted pods."""
+
+    index: int
+    state: NodeState
+    plan: Plan
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replay:
+    """Everything one model's replay produced, for :func:`agent.sim.measure.measure`.
+
+    ``pinned`` maps each template to the CPUs one of its pods holds from the
+    node in this model (:func:`agent.sim.measure.pinned_request`).
+    """
+
+    model: Model
+    outcomes: tuple[PodOutcome, ...]
+    nodes: tuple[NodeResult, ...]
+    pinned: Mapping[str, int]

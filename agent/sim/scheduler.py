@@ -1,0 +1,134 @@
+"""Which node a pod goes to: the scheduler's ``NodeResourcesFit`` filter and a scoring choice.
+
+The simulation needs placement across nodes to be as blind to CPU topology as
+the real scheduler is: kube-scheduler only compares *amounts* (the pod's CPU
+and memory requests plus overhead against what is left of the node's
+allocatable), never NUMA nodes. A pod the scheduler places can still be
+rejected by the node's planner, as the kubelet would; that is the
+fragmentation this simulation measures.
+
+* Pod requests: ``spec.resources`` requests when the pod sets them (KEP-2837,
+  the scheduler uses the pod-level values), else the effective container
+  requests (KEP-753: apps + sidecars, or the largest init container); plus
+  ``spec.overhead``.
+* Node allocatable: CPU = (online CPUs − reserved CPUs) × 1000m, the reserved
+  count being the planner's (``kubeReserved`` + ``systemReserved``, or
+  ``reservedSystemCPUs``); memory = the NUMA nodes' MemTotal − kube/system
+  reserved memory − the ``evictionHard`` memory threshold; at most 110 pods
+  (the kubelet's default ``maxPods``). A topology that reports no memory is not
+  memory-limited.
+* ``first-fit`` picks the lowest-numbered node that fits. ``most-allocated``
+  (kube-scheduler's bin-packing score, CPU and memory weighted 1:1) picks the
+  node whose requested share after placing the pod is highest,
+  ``least-allocated`` (kube-scheduler's default score) the lowest; ties go to
+  the lowest-numbered node. Being blind to NUMA, a scheduler keeps sending
+  pods to a node whose planner rejects them; with ``first-fit`` and
+  ``single-numa-node`` that is every later pod of the same size, as on a real
+  cluster whose scheduler always prefers that node.
+* A pod the node's planner rejects fails there (the kubelet's admission
+  error is terminal) and frees its requests again, so only admitted pods count
+  against a node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.config import AgentConfig
+from agent.pods.model import PodView
+from agent.pods.resources import effective_requests
+from agent.topology.model import Topology
+
+__all__ = ["MAX_PODS", "SCHEDULERS", "Requests", "Scheduler", "SchedulerName", "node_allocatable", "pod_requests"]
+
+SchedulerName = Literal["first-fit", "most-allocated", "least-allocated"]
+SCHEDULERS: tuple[SchedulerName, ...] = ("first-fit", "most-allocated", "least-allocated")
+
+MAX_PODS = 110
+"""The kubelet's default ``maxPods``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """CPU in millicores and memory in bytes."""
+
+    cpu: int
+    memory: int
+
+    def __add__(self, other: Requests) -> Requests:
+        return Requests(self.cpu + other.cpu, self.memory + other.memory)
+
+    def __sub__(self, other: Requests) -> Requests:
+        return Requests(self.cpu - other.cpu, self.memory - other.memory)
+
+
+def pod_requests(pod: PodView) -> Requests:
+    """What the scheduler counts: pod-level requests if set, else effective container requests; plus overhead."""
+    source = pod.pod_resources.requests if pod.pod_resources is not None else effective_requests(pod)
+    return Requests(
+        source.get("cpu", 0) + pod.overhead.get("cpu", 0),
+        source.get("memory", 0) + pod.overhead.get("memory", 0),
+    )
+
+
+def node_allocatable(topology: Topology, config: AgentConfig) -> Requests:
+    """A node's allocatable CPU and memory (module docstring); memory 0 means not memory-limited."""
+    cpus = len(topology.online_cpus) - config.num_reserved_cpus()
+    capacity = sum(node.memory_bytes for node in topology.numa_nodes)
+    reserved = config.kube_reserved.get("memory", 0) + config.system_reserved.get("memory", 0)
+    memory = max(0, capacity - reserved - config.eviction_hard_memory) if capacity else 0
+    return Requests(cpus * 1000, memory)
+
+
+class Scheduler:
+    """Places pods on ``nodes`` identical nodes and keeps their requested totals."""
+
+    def __init__(self, nodes: int, allocatable: Requests, policy: SchedulerName = "first-fit") -> None:
+        """Start with every node empty.
+
+        Raises:
+            ValueError: fewer than one node, or an unknown policy.
+        """
+        if nodes < 1:
+            raise ValueError(f"nodes: {nodes} must be at least 1")
+        if policy not in SCHEDULERS:
+            raise ValueError(f"scheduler: {policy!r} is not one of {', '.join(SCHEDULERS)}")
+        self.allocatable = allocatable
+        self.policy = policy
+        self._requested = [Requests(0, 0)] * nodes
+        self._pods = [0] * nodes
+
+    def _fits(self, node: int, pod: Requests) -> bool:
+        after = self._requested[node] + pod
+        if self._pods[node] >= MAX_PODS or after.cpu > self.allocatable.cpu:
+            return False
+        return not self.allocatable.memory or after.memory <= self.allocatable.memory
+
+    def _score(self, node: int, pod: Requests) -> float:
+        after = self._requested[node] + pod
+        shares = [after.cpu / self.allocatable.cpu if self.allocatable.cpu else 0.0]
+        if self.allocatable.memory:
+            shares.append(after.memory / self.allocatable.memory)
+        return sum(shares) / len(shares)
+
+    def pick(self, pod: Requests) -> int | None:
+        """The node for a pod with these requests, or None when it fits no node."""
+        nodes = range(len(self._pods))
+        if self.policy == "first-fit":
+            return next((node for node in nodes if self._fits(node, pod)), None)
+        fitting = [node for node in nodes if self._fits(node, pod)]
+        if not fitting:
+            return None
+        if self.policy == "least-allocated":
+            return min(fitting, key=lambda node: (self._score(node, pod), node))
+        return max(fitting, key=lambda node: (self._score(node, pod), -node))
+
+    def bind(self, node: int, pod: Requests) -> None:
+        """Count an admitted pod against its node."""
+        self._requested[node] = self._requested[node] + pod
+        self._pods[node] += 1
+
+    def requested(self, node: int) -> Requests:
+        """What the admitted pods on a node request."""
+        return self._requested[node]
