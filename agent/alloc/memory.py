@@ -128,8 +128,7 @@ class StaticMemoryPolicy:
             if not requests:
                 return None
             try:
-                for resource, total in requests.items():
-                    validate_pod_budget(pod, resource, total, lambda c, r=resource: self.container_requests(pod, c).get(r, 0))
+                self._validate_budget(pod, requests)
             except EmptyPodSharedPoolError:
                 return {resource: [] for resource in requests}
             if pod.uid in state.pod_blocks:
@@ -143,6 +142,15 @@ class StaticMemoryPolicy:
             if blocks is not None:
                 return _regenerate(blocks, self.container_requests(pod, container))
         return self.calculate_hints(state.machine, pod.uid, requests)
+
+    def _validate_budget(self, pod: PodView, budget: Requests) -> None:
+        """``validatePodScopeResources`` for every memory resource of the pod budget."""
+        for resource, total in budget.items():
+
+            def exclusive(container: ContainerView, resource: str = resource) -> int:
+                return self.container_requests(pod, container).get(resource, 0)
+
+            validate_pod_budget(pod, resource, total, exclusive)
 
     # -- choosing the NUMA mask ----------------------------------------------------------
     def _best_mask(
@@ -251,8 +259,7 @@ class StaticMemoryPolicy:
         total = dict(pod_level_memory(pod))
         if not total:
             return None
-        for resource, budget in total.items():
-            validate_pod_budget(pod, resource, budget, lambda c, r=resource: self.container_requests(pod, c).get(r, 0))
+        self._validate_budget(pod, total)
         if pod.uid in state.pod_blocks:
             numa = state.pod_blocks[pod.uid][0].numa
         else:
@@ -336,7 +343,7 @@ def _find_best(hints: list[TopologyHint]) -> TopologyHint:
             best = hint
         elif hint.preferred and not best.preferred:
             best = hint
-        elif hint.preferred == best.preferred and is_narrower_than(hint.affinity or 0, best.affinity):
+        elif hint.preferred == best.preferred and is_narrower_than(hint.affinity or 0, best.affinity or 0):
             best = hint
     return best
 

@@ -244,7 +244,7 @@ class EventRecorder:
         try:
             self._api.create_namespaced_event(
                 item.namespace,
-                self._body(item, posted),  # type: ignore[arg-type]  # a dict is validated into CoreV1Event
+                self._body(item, posted),
                 _request_timeout=self._request_timeout,
             )
         except Exception as err:  # noqa: BLE001 - ApiException or urllib3 network errors
