@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from agent.alloc.hint_list import CompactProviderHints, HintList
 from agent.alloc.hints import NUMAInfo, ProviderHints, TopologyHint, ids_of
-from agent.alloc.merge import CompactProviderHints, HintList
 from agent.alloc.merge_reference import HintMerger, filter_providers_hints, merge_permutation
 from agent.alloc.tm_policy import make_policy
 

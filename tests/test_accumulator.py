@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import vectors
-from agent.alloc import accumulator
+from agent.alloc import domains
 from agent.alloc.accumulator import TakeOptions, _Accumulator, take_by_topology, take_numa_packed
 from agent.alloc.distribute import (
     Distribution,
@@ -190,10 +190,10 @@ def test_domain_tables_are_released_with_their_topology() -> None:
     topology = _machine((cpu, cpu, 0, 0, 0) for cpu in range(4))
     take_numa_packed(topology, topology.online_cpus, 2)
     key = id(topology)
-    assert key in accumulator._CACHE
+    assert key in domains._CACHE
     del topology
     gc.collect()
-    assert key not in accumulator._CACHE
+    assert key not in domains._CACHE
 
 
 # -- hand-checked machines the vectors do not cover ----------------------------------------------

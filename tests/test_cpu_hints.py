@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.alloc.cpu_hints import _lattice, _listed, cpu_hints
+from agent.alloc.hint_list import HintList
 from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.merge import HintList
 from agent.cpuset import CPUSet
 from machines import machine
 

@@ -7,8 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import MergeInput, lattice_sets, merge_inputs, numa_infos
 
+from agent.alloc.hint_list import HintList, lists_from_providers
 from agent.alloc.hints import HintError, NUMAInfo, ProviderHints, TopologyHint, ids_of, is_narrower_than, mask_of
-from agent.alloc.merge import HintList, LatticeMerger, and_products, lists_from_providers
+from agent.alloc.lattice import and_products
+from agent.alloc.merge import LatticeMerger
 from agent.alloc.merge_reference import reference_merge
 from agent.alloc.tm_policy import POLICY_NAMES, TopologyPolicyError, make_policy
 from agent.cpuset import CPUSet

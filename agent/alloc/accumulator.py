@@ -20,16 +20,16 @@ the same CPUs the kubelet would (``shared/kubelet-vectors`` pin them down):
   free thread counts as free and both threads are taken, as the kubelet does.
 
 Everything works on int bitmasks precomputed once per :class:`Topology`
-(:class:`_Domains`), so one take on a 256-CPU machine costs tens of
-microseconds. Nothing here does I/O or reads the clock.
+(:class:`agent.alloc.domains._Domains`), so one take on a 256-CPU machine costs
+tens of microseconds. Nothing here does I/O or reads the clock.
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from agent.alloc.domains import _ID_BITS, _ID_MASK, _bits, _Children, _Domains, _domains
 from agent.alloc.errors import AllocationError
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
@@ -62,135 +62,6 @@ class TakeOptions:
 
 
 _DEFAULT_OPTIONS = TakeOptions()
-
-#: ``((child id, CPUs in both parent and child, all CPUs of the child), ...)`` as masks, ascending id.
-_Children = tuple[tuple[int, int, int], ...]
-
-#: Sort keys are ``available_cpus << _ID_BITS | id``: one int sorts like the pair (count, id).
-_ID_BITS = 32
-_ID_MASK = (1 << _ID_BITS) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class _Domains:
-    """One topology as bitmasks over its online CPUs (the kubelet's ``CPUDetails``), built once.
-
-    ``numa``/``socket``/``core``/``uncore`` map a domain id to the mask of its
-    CPUs. The ``*_in_*`` tables list, per parent domain, each child domain with
-    the mask of CPUs in both and the child's own mask, so "children of X
-    within the free CPUs, by free CPUs" is two ANDs and a popcount per child.
-    ``smallest_*`` is the CPU count of the level's smallest domain.
-    """
-
-    online: int
-    numa_first: bool
-    cpus_per_core: int
-    cpus_per_socket: int
-    cpus_per_uncore: int
-    num_cpus: int
-    num_numa_nodes: int
-    all_numas: _Children
-    all_sockets: _Children
-    numa: dict[int, int]
-    socket: dict[int, int]
-    core: dict[int, int]
-    uncore: dict[int, int]
-    sockets_in_numa: dict[int, _Children]
-    numas_in_socket: dict[int, _Children]
-    cores_in_socket: dict[int, _Children]
-    cores_in_numa: dict[int, _Children]
-    uncores_in_numa: dict[int, _Children]
-    cores_in_uncore: dict[int, _Children]
-    smallest_numa: int
-    smallest_socket: int
-    smallest_core: int
-    smallest_uncore: int
-
-    @classmethod
-    def of(cls, topology: Topology) -> _Domains:
-        """Build the tables of one topology (online CPUs only)."""
-        rows = [
-            (cpu.id, int(cpu.numa or 0), int(cpu.socket or 0), int(cpu.core or 0), cpu.uncore)
-            for cpu in topology.cpus
-            if cpu.online
-        ]
-        for row in rows:
-            if max(row[1:]) > _ID_MASK:
-                raise ValueError(f"CPU {row[0]}: domain id {max(row[1:])} exceeds {_ID_MASK}, the sort-key limit")
-
-        def group(col: int) -> dict[int, int]:
-            masks: dict[int, int] = {}
-            for row in rows:
-                masks[row[col]] = masks.get(row[col], 0) | (1 << row[0])
-            return dict(sorted(masks.items()))
-
-        def nest(parent: int, child: int) -> dict[int, _Children]:
-            pairs: dict[int, dict[int, int]] = {}
-            for row in rows:
-                kids = pairs.setdefault(row[parent], {})
-                kids[row[child]] = kids.get(row[child], 0) | (1 << row[0])
-            full = group(child)
-            return {p: tuple((k, m, full[k]) for k, m in sorted(kids.items())) for p, kids in pairs.items()}
-
-        def whole(masks: dict[int, int]) -> _Children:
-            return tuple((k, m, m) for k, m in masks.items())
-
-        def smallest(masks: dict[int, int]) -> int:
-            return min((mask.bit_count() for mask in masks.values()), default=0)
-
-        numa, socket, core, uncore = group(1), group(2), group(3), group(4)
-        counters = topology.counters
-        return cls(
-            online=topology.online_cpus.mask,
-            numa_first=counters.num_sockets >= counters.num_numa_nodes,
-            cpus_per_core=topology.cpus_per_core(),
-            cpus_per_socket=topology.cpus_per_socket(),
-            cpus_per_uncore=topology.cpus_per_uncore(),
-            num_cpus=len(rows),
-            num_numa_nodes=len(numa),
-            all_numas=whole(numa),
-            all_sockets=whole(socket),
-            numa=numa,
-            socket=socket,
-            core=core,
-            uncore=uncore,
-            sockets_in_numa=nest(1, 2),
-            numas_in_socket=nest(2, 1),
-            cores_in_socket=nest(2, 3),
-            cores_in_numa=nest(1, 3),
-            uncores_in_numa=nest(1, 4),
-            cores_in_uncore=nest(4, 3),
-            smallest_numa=smallest(numa),
-            smallest_socket=smallest(socket),
-            smallest_core=smallest(core),
-            smallest_uncore=smallest(uncore),
-        )
-
-
-_CACHE: dict[int, tuple[weakref.ref[Topology], _Domains]] = {}
-
-
-def _domains(topology: Topology) -> _Domains:
-    """The tables of ``topology``, memoised by identity for as long as the topology lives.
-
-    Hashing a ``Topology`` walks every CPU, which would cost more than the take
-    itself; the planner keeps one topology object, so identity is the right key.
-    """
-    key = id(topology)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is topology:
-        return hit[1]
-    built = _Domains.of(topology)
-    _CACHE[key] = (weakref.ref(topology, lambda _ref: _CACHE.pop(key, None)), built)
-    return built
-
-
-def _bits(mask: int) -> Iterator[int]:
-    """CPU ids of a mask, ascending."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 class _Accumulator:

@@ -22,8 +22,8 @@ from agent.alloc.accumulator import TakeOptions, take_by_topology
 from agent.alloc.cpu_state import CPUState
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError, SMTAlignmentError
 from agent.alloc.cpu_hints import cpu_hints
+from agent.alloc.hint_list import CompactProviderHints, HintList
 from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.merge import CompactProviderHints, HintList
 from agent.alloc.options import CPUPolicyOptions
 from agent.alloc.pod_budget import validate_pod_budget
 from agent.cpuset import CPUSet

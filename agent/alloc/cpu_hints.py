@@ -8,10 +8,10 @@ the kubelet: when one node could hold the request empty but is too full now,
 only wider, non-preferred hints exist and ``restricted``/``single-numa-node``
 reject.
 
-Up to :data:`~agent.alloc.merge.SMALL_LATTICE_NODES` NUMA nodes the hints are
+Up to :data:`~agent.alloc.lattice.SMALL_LATTICE_NODES` NUMA nodes the hints are
 listed as the kubelet lists them (every subset by size, then lexicographically).
 Beyond, the 2**N subsets are evaluated as NumPy arrays and handed to the merge
-as a :class:`~agent.alloc.merge.HintList` bitmap, so a 16-node machine costs
+as a :class:`~agent.alloc.hint_list.HintList` bitmap, so a 16-node machine costs
 milliseconds instead of seconds of Python loops.
 """
 
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from itertools import combinations
 
+from agent.alloc.hint_list import HintList
 from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.merge import SMALL_LATTICE_NODES, HintList, bitmap_from_flags, popcount_table
+from agent.alloc.lattice import SMALL_LATTICE_NODES, bitmap_from_flags, popcount_table
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 

@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from agent.alloc.accumulator import _Accumulator, _check_count, _domains, _not_enough, _packed
+from agent.alloc.accumulator import _Accumulator, _check_count, _not_enough, _packed
+from agent.alloc.domains import _domains
 from agent.alloc.errors import AllocationError
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology

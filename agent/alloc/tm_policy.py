@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from agent.alloc.hint_list import CompactProviderHints, lists_from_providers
 from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.merge import CompactProviderHints, LatticeMerger, lists_from_providers
+from agent.alloc.merge import LatticeMerger
 
 __all__ = [
     "POLICY_BEST_EFFORT",

@@ -1,9 +1,11 @@
 """The cgroup v2 layer: where pod and container cgroups are, reading and writing them, watching them.
 
 ``layout`` computes and validates paths (systemd or cgroupfs driver; containerd,
-CRI-O or docker), ``fs`` reads values and writes them in a safe order with a
-read-back check, ``watch`` reports cgroups appearing and disappearing. Only
-cgroup v2 is supported; a v1 or hybrid host is refused with :class:`CgroupV1Error`.
+CRI-O or docker), ``fs`` reads values and enables controllers, ``writer`` writes
+values in a safe order with a read-back check (through ``CgroupFS.apply``),
+``values`` holds the value types both share, ``watch`` reports cgroups
+appearing and disappearing. Only cgroup v2 is supported; a v1 or hybrid host is
+refused with :class:`CgroupV1Error`.
 """
 
 from agent.cgroups.errors import (
@@ -18,17 +20,7 @@ from agent.cgroups.errors import (
     EmptyCpusetError,
     MismatchError,
 )
-from agent.cgroups.fs import (
-    ApplyReport,
-    CgroupFS,
-    CgroupValues,
-    CpuStat,
-    Effective,
-    FileOps,
-    RealFileOps,
-    WriteRecord,
-    parse_cpu_max,
-)
+from agent.cgroups.fs import CgroupFS, CpuStat, Effective, FileOps, RealFileOps
 from agent.cgroups.layout import (
     CgroupLayout,
     CgroupPath,
@@ -46,6 +38,7 @@ from agent.cgroups.layout import (
     validate_qos,
     validate_uid,
 )
+from agent.cgroups.values import ApplyReport, CgroupValues, WriteRecord, parse_cpu_max
 from agent.cgroups.watch import (
     CgroupRemoved,
     CgroupWatcher,
@@ -87,9 +80,10 @@ __all__ = [
     "FileOps",
     "RealFileOps",
     "CgroupFS",
-    "CgroupValues",
     "Effective",
     "CpuStat",
+    # values
+    "CgroupValues",
     "WriteRecord",
     "ApplyReport",
     "parse_cpu_max",

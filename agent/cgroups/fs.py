@@ -1,4 +1,4 @@
-"""cgroup v2 reads and ordered, verified writes: the imperative edge of podpin.
+"""cgroup v2 file reads, controller enabling, and the entry point of the ordered writer.
 
 Every file operation goes through a :class:`FileOps` (``read``/``write``), so
 tests replace it to inject faults or to emulate the kernel. The real one opens
@@ -6,45 +6,42 @@ files without ``O_CREAT``: writing a file that does not exist fails with
 ``ENOENT`` (the cgroup vanished, or its controller is not enabled) instead of
 leaving a regular file behind.
 
-:meth:`CgroupFS.apply` writes a set of desired values in the order the kernel
-needs (see ``docs/cgroup-v2-notes.md``):
-
-1. top-down, every cgroup that has desired descendants and whose cpuset does not
-   already cover its desired set is widened to current ∪ desired, so a child is
-   never written outside its parent (the kernel would accept that and silently
-   ignore it);
-2. bottom-up, every cgroup gets its exact desired value, children narrowed
-   before their parents;
-3. ``cpuset.cpus.effective`` / ``cpuset.mems.effective`` are read back and must
-   equal the desired sets.
-
-A value that is already there is never written again (changing a cgroup's
-cpuset resets its tasks' affinity), an empty cpuset is refused (it un-pins),
-and a failure on one cgroup stops the writes to that cgroup only.
+:meth:`CgroupFS.apply` writes a set of desired values widen-then-narrow with a
+read-back check; the ordering lives in :mod:`agent.cgroups.writer`, the value
+types it shares with the readers (:class:`CgroupValues`, :class:`ApplyReport`,
+:func:`parse_cpu_max`...) in :mod:`agent.cgroups.values`. Those value types are
+re-exported here, where callers have always imported them from.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from agent.cgroups.errors import (
-    CgroupError,
     CgroupPathError,
     CgroupReadError,
     CgroupValueError,
     CgroupWriteError,
-    EmptyCpusetError,
-    MismatchError,
-    errno_name,
     os_error,
 )
 from agent.cgroups.layout import ensure_inside
+from agent.cgroups.values import (
+    CPU_MAX,
+    CPUS,
+    DEFAULT_CFS_PERIOD_US,
+    MEMS,
+    ApplyReport,
+    CgroupValues,
+    WriteRecord,
+    _format_cpu_max,
+    parse_cpu_max,
+)
+from agent.cgroups.writer import OrderedWriter
 from agent.cpuset import CPUSet, CPUSetError
 
 __all__ = [
@@ -63,15 +60,9 @@ __all__ = [
     "DEFAULT_CFS_PERIOD_US",
 ]
 
-CPUS = "cpuset.cpus"
-MEMS = "cpuset.mems"
-CPU_MAX = "cpu.max"
 SUBTREE_CONTROL = "cgroup.subtree_control"
 #: The controllers podpin needs in every cgroup it writes, in the order enabled.
 CONTROLLERS = ("cpuset", "cpu")
-#: The kernel's default CFS period; used when neither the desired value nor the file has one.
-DEFAULT_CFS_PERIOD_US = 100_000
-_CPU_MAX_RE = re.compile(r"(max|[0-9]+)(?: ([0-9]+))?")
 
 
 class FileOps(Protocol):
@@ -110,46 +101,6 @@ class RealFileOps:
             raise os_error(errno.EIO, f"short write: {written} of {len(data)} bytes")
 
 
-def parse_cpu_max(text: str, *, require_period: bool = False) -> tuple[int | None, int | None]:
-    """``(quota, period)`` of a ``cpu.max`` value; quota None = ``max``, period None = not given.
-
-    Accepts what the kernel accepts (``"max"``, ``"50000"``, ``"max 100000"``,
-    ``"50000 100000"``): a quota of at least 1000 µs and a period of 1000 to
-    1000000 µs. Raises :class:`CgroupValueError` quoting ``text`` otherwise.
-    """
-    match = _CPU_MAX_RE.fullmatch(text.strip())
-    if match is None or (require_period and match.group(2) is None):
-        raise CgroupValueError(f"invalid cpu.max {text!r}: expected 'max|<quota> [<period>]' (µs)", text=text)
-    quota = None if match.group(1) == "max" else int(match.group(1))
-    period = None if match.group(2) is None else int(match.group(2))
-    if quota is not None and quota < 1000:
-        raise CgroupValueError(f"invalid cpu.max {text!r}: quota below 1000 µs", text=text)
-    if period is not None and not 1000 <= period <= 1_000_000:
-        raise CgroupValueError(f"invalid cpu.max {text!r}: period outside 1000..1000000 µs", text=text)
-    return quota, period
-
-
-def _format_cpu_max(quota: int | None, period: int) -> str:
-    return f"{'max' if quota is None else quota} {period}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CgroupValues:
-    """Values of one cgroup; ``None`` means "leave this file alone".
-
-    ``cpu_max`` is ``"max"`` or a quota in µs, optionally followed by the period
-    (the current period is kept when it is omitted, as the kernel does).
-    """
-
-    cpuset_cpus: CPUSet | None = None
-    cpuset_mems: CPUSet | None = None
-    cpu_max: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.cpu_max is not None:
-            parse_cpu_max(self.cpu_max)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Effective:
     """What the kernel actually applies: ``cpuset.cpus.effective`` and ``cpuset.mems.effective``."""
@@ -166,108 +117,6 @@ class CpuStat:
     nr_periods: int
     nr_throttled: int
     throttled_usec: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WriteRecord:
-    """One attempted write: ``result`` is ``"ok"`` or the errno name (the metric's label).
-
-    ``phase`` is ``"widen"`` (pass 1), ``"exact"`` (pass 2) or ``"controllers"``.
-    """
-
-    path: Path
-    file: str
-    old: str
-    new: str
-    result: str
-    phase: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApplyReport:
-    """Everything :meth:`CgroupFS.apply` did, in order, for logging and metrics.
-
-    ``unchanged`` lists the (cgroup, file) pairs that already held the desired
-    value and were deliberately not rewritten. ``failures`` holds refused values
-    and read/write errors (each naming path, file, value and errno);
-    ``mismatches`` the read-back differences.
-    """
-
-    writes: tuple[WriteRecord, ...] = ()
-    unchanged: tuple[tuple[Path, str], ...] = ()
-    failures: tuple[CgroupError, ...] = ()
-    mismatches: tuple[MismatchError, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """True when every desired value was written (or present) and verified."""
-        return not self.failures and not self.mismatches
-
-
-class _Step(NamedTuple):
-    """A write the writer has decided on, not yet done."""
-
-    path: Path
-    file: str
-    old: str
-    new: str
-    phase: str
-
-
-def _cpusets(values: CgroupValues) -> list[tuple[str, CPUSet]]:
-    """The cpuset files ``values`` sets, cpus before mems."""
-    pairs = ((CPUS, values.cpuset_cpus), (MEMS, values.cpuset_mems))
-    return [(file, want) for file, want in pairs if want is not None]
-
-
-def _top_down(paths: Iterable[Path]) -> list[Path]:
-    """Parents before children (by depth, then name, so the order is deterministic)."""
-    return sorted(paths, key=lambda p: (len(p.parts), str(p)))
-
-
-def _plan_writes(
-    plans: Mapping[Path, CgroupValues],
-    parents: set[Path],
-    sets: Mapping[tuple[Path, str], CPUSet],
-    limits: Mapping[Path, str],
-) -> tuple[list[_Step], list[tuple[Path, str]]]:
-    """Decide the writes (pure): widen top-down, then exact values bottom-up.
-
-    ``sets`` holds every cpuset file of every cgroup in ``plans``, plus the
-    ``.effective`` set of an unset cpuset that must cover descendants (an unset
-    cpuset counts as its effective set when deciding whether it already covers
-    its children); ``limits`` the normalised ``cpu.max`` of those that set one.
-
-    Returns:
-        the writes in order, and the (cgroup, file) pairs left alone because they
-        already hold the desired value.
-    """
-    now = dict(sets)
-    steps: list[_Step] = []
-    unchanged: list[tuple[Path, str]] = []
-    for path in _top_down(plans):
-        for file, want in _cpusets(plans[path]) if path in parents else ():
-            own = now[path, file]
-            base = own or now[path, file + ".effective"]
-            if not want.is_subset_of(base):
-                steps.append(_Step(path, file, str(own), str(base | want), "widen"))
-                now[path, file] = base | want
-    for path in sorted(plans, key=lambda p: (-len(p.parts), str(p))):
-        values = plans[path]
-        for file, want in _cpusets(values):
-            if now[path, file] == want:
-                unchanged.append((path, file))
-            else:
-                steps.append(_Step(path, file, str(now[path, file]), str(want), "exact"))
-        if values.cpu_max is not None:
-            quota, period = parse_cpu_max(values.cpu_max)
-            old = limits[path]
-            new = _format_cpu_max(quota, period if period is not None else int(old.split()[1]))
-            if new == old:
-                unchanged.append((path, CPU_MAX))
-            else:
-                steps.append(_Step(path, CPU_MAX, old, new, "exact"))
-    return steps, unchanged
 
 
 class CgroupFS:
@@ -413,91 +262,9 @@ class CgroupFS:
         in the report, and the other cgroups are still written. After a failed
         read or write nothing more is written to that cgroup: an exclusive
         container whose cpuset failed must not lose its CFS quota either.
+        The order and the checks are :class:`agent.cgroups.writer.OrderedWriter`'s.
         """
-        failures: list[CgroupError] = []
-        plans: dict[Path, CgroupValues] = {}
-        for path, values in desired.items():
-            try:
-                self._check(path)
-            except CgroupPathError as error:
-                failures.append(error)
-                continue
-            empty = [EmptyCpusetError(path=path, file=file) for file, want in _cpusets(values) if not want]
-            failures.extend(empty)
-            if not empty:
-                plans[path] = values
-        parents = {parent for path in plans for parent in path.parents}
-        sets: dict[tuple[Path, str], CPUSet] = {}
-        limits: dict[Path, str] = {}
-        failed: set[Path] = set()
-        for path in _top_down(plans):
-            try:
-                self._observe(path, plans[path], path in parents, sets, limits)
-            except (CgroupReadError, CgroupValueError) as error:
-                failures.append(error)
-                failed.add(path)
-        steps, unchanged = _plan_writes({p: v for p, v in plans.items() if p not in failed}, parents, sets, limits)
-        writes: list[WriteRecord] = []
-        for step in steps:
-            if step.path not in failed:  # nothing more for a cgroup after its first failure
-                writes.append(self._execute(step, failures, failed))
-        mismatches = [
-            mismatch
-            for path in _top_down(plans)
-            if path not in failed
-            for mismatch in self._verify(path, plans[path], failures)
-        ]
-        return ApplyReport(
-            writes=tuple(writes),
-            unchanged=tuple(unchanged),
-            failures=tuple(failures),
-            mismatches=tuple(mismatches),
+        writer = OrderedWriter(
+            check=self._check, read_cpuset=self._cpuset, read_cpu_max=self._cpu_max, write=self.ops.write
         )
-
-    def _observe(
-        self,
-        path: Path,
-        values: CgroupValues,
-        covers: bool,
-        sets: dict[tuple[Path, str], CPUSet],
-        limits: dict[Path, str],
-    ) -> None:
-        """Read every file ``values`` touches into ``sets``/``limits`` before anything is written.
-
-        A cgroup that must ``cover`` descendants also gets the effective set of an unset cpuset.
-        Nothing is stored when a read fails, so a failed cgroup leaves no partial entry.
-        """
-        found: dict[tuple[Path, str], CPUSet] = {}
-        for file, _ in _cpusets(values):
-            found[path, file] = own = self._cpuset(path, file)
-            if covers and not own:
-                found[path, file + ".effective"] = self._cpuset(path, file + ".effective")
-        if values.cpu_max is not None:
-            limits[path] = self._cpu_max(path)
-        sets.update(found)
-
-    def _execute(self, step: _Step, failures: list[CgroupError], failed: set[Path]) -> WriteRecord:
-        """Do one decided write; a failure is recorded (and its cgroup marked failed), not raised."""
-        result = "ok"
-        try:
-            self.ops.write(step.path / step.file, step.new)
-        except OSError as error:
-            result = errno_name(error.errno)
-            failures.append(CgroupWriteError.from_os_error(error, path=step.path, file=step.file, value=step.new))
-            failed.add(step.path)
-        return WriteRecord(path=step.path, file=step.file, old=step.old, new=step.new, result=result, phase=step.phase)
-
-    def _verify(self, path: Path, values: CgroupValues, failures: list[CgroupError]) -> list[MismatchError]:
-        """Read back the ``.effective`` sets of ``path``; each difference is a :class:`MismatchError`."""
-        mismatches: list[MismatchError] = []
-        for file, want in _cpusets(values):
-            effective = file + ".effective"
-            try:
-                actual = self._cpuset(path, effective)
-            except (CgroupReadError, CgroupValueError) as error:
-                failures.append(error)
-                continue
-            if actual != want:
-                mismatch = MismatchError(path=path, file=effective, desired=str(want), actual=str(actual))
-                mismatches.append(mismatch)
-        return mismatches
+        return writer.apply(desired)
