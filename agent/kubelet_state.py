@@ -66,4 +66,9 @@ def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
         return KubeletCPUPolicy(None, False, f"{path}: not present (no kubelet CPU manager state mounted)")
     except OSError as err:
         return KubeletCPUPolicy(None, True, f"{path}: cannot read the kubelet CPU manager state ({err.strerror or err}); not writing cpusets to be safe")
+    except UnicodeDecodeError as err:
+        return KubeletCPUPolicy(
+            None, True, f"{path}: cannot parse the kubelet CPU manager state (not UTF-8 text: {err.reason} at byte "
+            f"{err.start}); not writing cpusets to be safe"
+        )
     return parse_kubelet_cpu_policy(text, str(path))

@@ -11,7 +11,9 @@ The loop is single-threaded: sources, the cgroup watcher and the signal handler
 only put items on a queue; the loop drains it, runs a reconcile pass, and every
 ``reconcilePeriod`` forces a full pass (drift repair, usage sampling, CPU
 hotplug check). ``--once`` runs one full pass after the first pod list and
-exits. SIGTERM and SIGINT stop everything within a few seconds.
+exits (status 2 when no pod list arrives within three reconcile periods, an
+API server that cannot be reached). SIGTERM and SIGINT stop everything within a
+few seconds.
 """
 
 from __future__ import annotations
@@ -140,9 +142,15 @@ class Agent:
         self.source = self._source(api)
         watch_mode = "auto" if self.config.cgroup_watch == "off" else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)  # type: ignore[arg-type]
-        self.server = AgentServer(
-            self.config.metrics_bind_address, self.metrics.registry, health=self.health, ready=self.ready, state=self.state
-        )
+        try:
+            self.server = AgentServer(
+                self.config.metrics_bind_address, self.metrics.registry, health=self.health, ready=self.ready,
+                state=self.state,
+            )
+        except ValueError as err:  # a --metrics-bind-address the configuration file never validated
+            raise AgentError(str(err)) from err
+        self.metrics_address: str | None = None
+        self.failure: str | None = None
 
     # -- start-up pieces -----------------------------------------------------------------------
     def _topology(self) -> Topology:
@@ -153,7 +161,7 @@ class Agent:
 
     def _layout(self) -> CgroupLayout:
         try:
-            return detect_layout(self.config.cgroup_root, self.config.cgroup_driver)  # type: ignore[arg-type]
+            return detect_layout(self.config.cgroup_root, self.config.cgroup_driver)
         except CgroupError as err:
             raise AgentError(f"cgroups: {err}") from err
 
@@ -184,7 +192,7 @@ class Agent:
             if not self.options.pods_dir.is_dir():
                 raise AgentError(f"--pods-dir {self.options.pods_dir}: not a directory")
             return DirSource(self.options.pods_dir, node, on_error=lambda _: self.metrics.source_errors.inc())
-        return KubeSource(node, api, resync_period=self.config.pod_resync_period)
+        return KubeSource(node, api, resync_period=self.config.pod_resync_period, sleep=self._source_backoff)
 
     # -- callbacks from other threads ------------------------------------------------------------
     def _on_pods(self, event: PodEvent) -> None:
@@ -192,6 +200,11 @@ class Agent:
 
     def _on_cgroup(self, event: WatchEvent) -> None:
         self._queue.put(("cgroup", event, time.monotonic()))
+
+    def _source_backoff(self, stop: threading.Event, delay: float) -> None:
+        """The API source waits only after a failed list or watch: count the failure, then wait (or stop)."""
+        self.metrics.source_errors.inc()
+        stop.wait(delay)
 
     def _count_event(self, event_type: str, outcome: str) -> None:
         self.metrics.events.labels(type=event_type, result=outcome).inc()
@@ -263,14 +276,16 @@ class Agent:
         """Run until stopped (or one pass with ``--once``); returns the exit status."""
         try:
             if not self.options.once:
-                self.server.start()
+                host, port = self.server.start()
+                self.metrics_address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         except BindError as err:
             raise AgentError(str(err)) from err
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
         if not self.options.once and self.config.cgroup_watch != "off":
             self.watcher.start()
         self.log.info("agent.started", dry_run=self.config.dry_run, cgroup_root=str(self.config.cgroup_root),
-                      driver=str(self.layout.driver), watcher=self.watcher.mode, online=str(self.topology.online_cpus))
+                      driver=str(self.layout.driver), watcher=self.watcher.mode, online=str(self.topology.online_cpus),
+                      metrics=self.metrics_address, once=self.options.once)
         try:
             return self._loop()
         finally:
@@ -278,8 +293,12 @@ class Agent:
 
     def _loop(self) -> int:
         period = self.config.reconcile_period
-        next_resync = time.monotonic() + period
+        started = time.monotonic()
+        next_resync = started + period
         while not self.stop_event.is_set():
+            if self.options.once and self.reconciler.passes == 0 and time.monotonic() - started > 3 * period:
+                self.failure = f"no pod list from the pod source within {3 * period:g}s (3 x reconcilePeriod)"
+                return 2
             timeout = max(0.0, min(1.0, next_resync - time.monotonic()))
             try:
                 item = self._queue.get(timeout=timeout)
@@ -298,13 +317,13 @@ class Agent:
                 next_resync = now + period
                 self._check_cpus()
                 self.reconciler.request_full()
-            elif item is None:
+            elif item is None or item[0] == "stop":
                 continue
             if self.reconciler.run_pass():
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
                 if self.options.once:
                     if self.reconciler.blocked is not None:
-                        self.log.error("agent.stopped", reason=self.reconciler.blocked)
+                        self.failure = self.reconciler.blocked
                         return 3
                     return 0
         return 0
@@ -318,13 +337,21 @@ class Agent:
             thread.join(timeout=2.0)
         if self.recorder is not None:
             self.recorder.close(timeout=1.5)
-        self.log.info("agent.stopped")
+        if self.failure is None:
+            self.log.info("agent.stopped")
+        else:
+            self.log.error("agent.stopped", reason=self.failure)
+
+    def stop(self) -> None:
+        """Ask the loop to end: set the stop event and wake the loop (it may be waiting up to a second)."""
+        self.stop_event.set()
+        self._queue.put(("stop", None, time.monotonic()))
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop the loop (main thread only)."""
         def _stop(signum: int, _frame: object) -> None:
             self.log.info("agent.stopping", signal=signal.Signals(signum).name)
-            self.stop_event.set()
+            self.stop()
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)

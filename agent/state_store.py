@@ -39,6 +39,10 @@ class StateStore:
             return None
         except OSError as err:
             raise CheckpointError(f"{self.path}: cannot read: {err.strerror or err}") from err
+        except UnicodeDecodeError as err:  # a torn or overwritten file: bytes that are not even text
+            raise CheckpointError(
+                f"{self.path}: not valid JSON: not UTF-8 text ({err.reason} at byte {err.start})"
+            ) from err
         try:
             document = json.loads(text)
         except ValueError as err:

@@ -2,8 +2,11 @@
 
 Exit status: 0 when the agent worked (rejected or malformed pods are reported,
 not fatal); 2 for an agent-level failure (bad configuration, cgroup v1,
-unreadable topology, no node name, API server unreachable at start), printed
-as one line on stderr; 3 when ``--once`` found the kubelet pinning CPUs itself.
+unreadable topology, no node name, a bad metrics address, and with ``--once``
+no pod list within three reconcile periods: the API server unreachable),
+printed as one line on stderr; 3 when ``--once`` found the kubelet pinning CPUs itself
+(the reason on stderr too). Without ``--once`` an unreachable API server is
+retried with backoff while ``/readyz`` says why the agent is not ready.
 """
 
 from __future__ import annotations
@@ -68,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     agent.install_signal_handlers()
     try:
-        return agent.run()
+        status = agent.run()
     except AgentError as err:
         print(f"podpin run: {err}", file=sys.stderr)
         return 2
+    if status != 0 and agent.failure:
+        print(f"podpin run: {agent.failure}", file=sys.stderr)
+    return status

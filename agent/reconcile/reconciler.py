@@ -2,9 +2,14 @@
 
 Each pass does, in order:
 
-1. read the pods the sources reported (malformed ones are reported and skipped);
+1. read the pods the sources reported (malformed ones are reported and skipped,
+   a status containerID that can name no cgroup is reported);
 2. release pods that are gone or terminal, then admit new pods in creation
-   order (a rejected pod is tried again only after some pod released CPUs);
+   order (a rejected pod is tried again only after some pod released CPUs).
+   When the state is rebuilt from the live cgroups, the pods whose cgroups
+   hold CPUs are admitted first, so a new pod created earlier cannot take a
+   running container's CPUs; a pod whose latest version is malformed is not
+   released (it still runs on its CPUs);
 3. checkpoint the state if it changed (never in dry-run);
 4. plan, and unless the kubelet pins CPUs itself, write the plan into the live
    cgroups — all of them on a full pass (start, resync, any change of the
@@ -35,6 +40,7 @@ from agent.cgroups.layout import CgroupLayout, QOSClass, ScannedContainer, Scann
 from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
+from agent.pods.model import PodView
 from agent.metrics import Snapshot
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import Reporter
@@ -84,7 +90,9 @@ class Reconciler:
         self.snapshot: Snapshot | None = None
         self.passes = 0
         self.blocked: str | None = None
-        self.log = structlog.get_logger("podpin.reconciler")
+        self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
+        if not rebuild:
+            self.reporter.mark_pinned(planner.snapshot().pods)
 
     # -- inputs --------------------------------------------------------------------------------
     def on_pods(self, event: PodEvent) -> None:
@@ -143,7 +151,12 @@ class Reconciler:
             self.log.warning("state.rebuilt_from_cgroups", pods=len(self._observations))
         for bad in malformed:
             self.reporter.malformed(bad)
-        changed = self._decide(views)
+        for bad_id in self.pods.bad_container_ids(views):
+            self.reporter.bad_container_id(bad_id)
+        changed = self._decide(views, {bad.uid for bad in malformed if bad.uid})
+        self.reporter.forget_gone(
+            {v.uid for v in views} | {bad.uid or f"{bad.namespace}/{bad.name}" for bad in malformed}
+        )
         if changed:
             self._checkpoint()
         plan = self.planner.plan(views, self._decisions)
@@ -151,6 +164,8 @@ class Reconciler:
         self._full = False
         policy = self.kubelet()
         self.reporter.kubelet(policy)
+        if self.blocked is not None and not policy.pinning:
+            full = True  # nothing was written while the kubelet pinned: write everything now
         self.blocked = policy.reason if policy.pinning else None
         usage: dict[tuple[str, str, str], float] = {}
         if not policy.pinning:
@@ -164,9 +179,15 @@ class Reconciler:
         self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
         return True
 
-    def _decide(self, views: list) -> bool:  # type: ignore[type-arg]
+    def _decide(self, views: list[PodView], unreadable: set[str]) -> bool:
+        """Release the gone, admit the new; True when the state changed.
+
+        Args:
+            views: the readable pods, in creation order.
+            unreadable: uids whose latest version is malformed; they are not gone.
+        """
         changed = False
-        live = {v.uid for v in views if not v.is_terminal}
+        live = {v.uid for v in views if not v.is_terminal} | unreadable
         for uid, record in list(self.planner.snapshot().pods.items()):
             if uid not in live and self.planner.release(uid):
                 changed = True
@@ -176,7 +197,8 @@ class Reconciler:
         for uid in [u for u in self._decisions if u not in live]:
             del self._decisions[uid]
             self._rejected_at.pop(uid, None)
-        for view in views:
+        # Pods whose live cgroups hold CPUs (a rebuilt state) first: they keep them.
+        for view in sorted(views, key=lambda v: v.uid not in self._observations):
             if view.is_terminal or self.planner.is_admitted(view.uid):
                 continue
             if self._rejected_at.get(view.uid) == self._epoch:
@@ -195,7 +217,7 @@ class Reconciler:
                 self.reporter.rejected(decision, seconds)
         return changed
 
-    def _observe_live(self, views: list) -> dict[str, Observed]:  # type: ignore[type-arg]
+    def _observe_live(self, views: list[PodView]) -> dict[str, Observed]:
         """The explicit cpusets on the live cgroups of these pods (for rebuilding a lost checkpoint)."""
         observed: dict[str, Observed] = {}
         by_uid = {v.uid: v for v in views}
@@ -298,6 +320,8 @@ class Reconciler:
             }
             self.reporter.applied(report, targets, drift)
             self._remember(report)
+            if full:  # forget cgroups no longer targeted (gone pods, a watcher that missed a removal)
+                self._applied = {key: value for key, value in self._applied.items() if key[0] in desired}
         self._settle(plan, targets, report)
         return self._usage(plan, live) if full else {}
 
@@ -342,7 +366,7 @@ class Reconciler:
             ok = target.path not in bad
             done_pods[target.pod.uid] = done_pods.get(target.pod.uid, True) and ok
             seen = self._pending.get(target.path)
-            if ok and seen is not None:
+            if ok and seen is not None and not self.dry_run:
                 self.reporter.metrics.pin_latency.observe(max(0.0, now - seen))
                 del self._pending[target.path]
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:

@@ -6,6 +6,11 @@ go on the pod: a Warning with the kubelet's reason and message when a pod is
 rejected, a Warning when its cgroups cannot be written, a Normal ``Pinned``
 summary once per pod. Each Warning is posted once per distinct message (the
 recorder aggregates repeats); posting never blocks the pinning path.
+
+Every cgroup failure other than a cgroup that vanished (its container exited)
+counts as a pinning error: a write the kernel refused, a file that could not be
+read or parsed, a read-back that differs from the plan. ``cgroup_writes``
+counts the writes themselves by result.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import AgentMetrics
-from agent.reconcile.pods import Malformed
+from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
 
 __all__ = ["Reporter", "EventSink"]
@@ -110,6 +115,34 @@ class Reporter:
         self._pinned.discard(record.uid)
         self.log.info("pod.released", namespace=record.namespace, pod=record.name, uid=record.uid)
 
+    def forget_gone(self, alive: set[str]) -> None:
+        """Forget Warnings, Pinned and malformed reports of pods no longer on the node (uids, or namespace/name).
+
+        Without this the sets grow with every pod the node ever ran; a pod that
+        comes back (same uid) is reported afresh, which is what an operator wants.
+        """
+        self._warned = {key for key in self._warned if key[0] in alive}
+        self._pinned &= alive
+        self._malformed = {key: error for key, error in self._malformed.items()
+                           if key in alive or key.split("/")[0] in alive}
+
+    def mark_pinned(self, uids: Iterable[str]) -> None:
+        """Pods restored from the checkpoint were pinned (and announced) by an earlier run: no second ``Pinned``."""
+        self._pinned.update(uids)
+
+    def bad_container_id(self, bad: BadContainerID) -> None:
+        """A status containerID that names no cgroup: the container runs in its pod's interim set, say so once."""
+        key = f"{bad.uid}/{bad.container}"
+        if self._malformed.get(key) == bad.error:
+            return
+        self._malformed[key] = bad.error
+        self.metrics.malformed_pods.labels(reason="status").inc()
+        self.log.error("pod.malformed", namespace=bad.namespace, pod=bad.name, uid=bad.uid, container=bad.container,
+                       field=bad.field, container_id=bad.container_id, error=bad.error)
+        self._warn_once((bad.namespace, bad.name, bad.uid), "PodpinInvalidPod",
+                        f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
+                        "not pinned to its own CPUs (its cgroup gets the pod's shared set)")
+
     def malformed(self, bad: Malformed) -> None:
         key = bad.uid or f"{bad.namespace}/{bad.name}"
         if self._malformed.get(key) == bad.error:
@@ -138,7 +171,7 @@ class Reporter:
         writes: dict[Path, list[WriteRecord]] = defaultdict(list)
         for record in report.writes:
             self.metrics.cgroup_writes.labels(file=record.file, result=record.result).inc()
-            if record.phase != "widen":
+            if record.phase != "widen" and record.result == "ok":
                 writes[record.path].append(record)
         for path, records in writes.items():
             target = by_path.get(path)
@@ -171,6 +204,7 @@ class Reporter:
         if vanished:
             self.log.info("cgroup.vanished", **fields, error=str(failure))
             return
+        self.metrics.pinning_errors.inc()
         self.log.error("cgroup.error", **fields, error=str(failure), mismatch=isinstance(failure, MismatchError))
         if target is not None and target.pod is not None:
             self._warn_once(_ref(target.pod), "PodpinPinningFailed", f"podpin could not apply the pod's CPU placement: {failure}")

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Benchmark: how fast a new container is pinned, from its cgroup appearing to its ``cpuset.cpus`` written.
+
+The agent runs in this process (``agent.runner.Agent``, the inotify cgroup
+watcher on, logging JSON at info to /dev/null so rendering is paid for as in a
+cluster) over a fixture node: a sysfs tree of ``--machine``, a cgroup v2 tree of
+``--driver`` with the kernel emulation (``cpuset.cpus.effective`` follows
+writes), both on tmpfs when /dev/shm is usable, and a pods directory holding
+``--pods`` Guaranteed pods (one container, one exclusive CPU each) whose status
+already lists the containerID. Pod cgroups exist from the start, as the kubelet
+creates them with the sandbox.
+
+Then, one at a time, each pod's container cgroup appears. A real cgroup appears
+with its files in one step, so the fixture builds it under a name no runtime
+uses and renames it into place (inotify ``IN_MOVED_TO``, handled like
+``IN_CREATE``). Latency is measured two ways:
+
+* **observed**: from just before the rename to the moment ``cpuset.cpus``
+  holds the planned value, polling the file every 50 µs from this process;
+* **agent**: the agent's own ``podpin_pin_latency_seconds`` histogram (from
+  the watcher event to the write verified), its quantiles interpolated within
+  buckets as Prometheus' ``histogram_quantile`` does.
+
+Both report the median and p99 over all containers.
+
+Usage::
+
+    .venv/bin/python scripts/bench_pin_latency.py               # table
+    .venv/bin/python scripts/bench_pin_latency.py --json        # one JSON object
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from agent.log import configure_logging  # noqa: E402
+from agent.runner import Agent  # noqa: E402
+from agentfixture import AgentNode, make_node, wait_until  # noqa: E402
+from podfactory import make_pod  # noqa: E402
+from sysfs_builder import scratch_dir  # noqa: E402
+
+_POLL = 0.00005
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q`` percentile (0 < q <= 100): p99 of 100 samples is the 99th smallest."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
+    """Prometheus' ``histogram_quantile``: linear interpolation inside the bucket holding rank ``q * count``.
+
+    Args:
+        q: the quantile, 0..1.
+        buckets: ``(upper bound, cumulative count)`` in ascending order, ending with ``+Inf``.
+    """
+    total = buckets[-1][1]
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for bound, cumulative in buckets:
+        if cumulative >= rank:
+            if math.isinf(bound):
+                return lower
+            inside = cumulative - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 0.0)
+        lower, below = bound, cumulative
+    return lower
+
+
+def _agent_buckets(agent: Agent) -> list[tuple[float, float]]:
+    buckets = []
+    for metric in agent.metrics.registry.collect():
+        if metric.name != "podpin_pin_latency_seconds":
+            continue
+        for sample in metric.samples:
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+    return sorted(buckets)
+
+
+def _pods(n: int) -> list[dict[str, Any]]:
+    return [
+        make_pod(f"svc-{i:03d}", containers=[("app", "1", "1", "256Mi", "256Mi")], states={"app": "running"},
+                 creation_timestamp=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z")
+        for i in range(n)
+    ]
+
+
+def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Build the node, run the agent, create the containers one by one; the result row."""
+    node: AgentNode = make_node(base, driver=args.driver, machine=args.machine)
+    node.write_config(reconcilePeriod="10s", logLevel="info")
+    pods = _pods(args.pods)
+    for raw in pods:
+        node.add_pod(raw, cgroups=False)
+        node.tree.add_pod(raw["metadata"]["uid"], "Guaranteed")
+    agent = node.agent()
+    thread = threading.Thread(target=agent.run, name="agent", daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: agent.reconciler.passes > 0 and all(
+            agent.reconciler.planner.is_admitted(raw["metadata"]["uid"]) for raw in pods), 30.0, "every pod admitted")
+        snapshot = agent.reconciler.snapshot
+        assert snapshot is not None
+        planned = {pod.uid: str(pod.container("app").cpus) for pod in snapshot.plan.pods}
+        observed: list[float] = []
+        for raw in pods:
+            target = node.container_cgroup(raw, "app")
+            want = planned[raw["metadata"]["uid"]]
+            staging = node.tree.mkcgroup(target.parent / "staging-app", procs="4242\n")
+            start = time.perf_counter()
+            os.rename(staging, target)
+            deadline = start + args.timeout
+            while (target / "cpuset.cpus").read_text().strip() != want:
+                if time.perf_counter() > deadline:
+                    raise SystemExit(f"{target} did not get {want} within {args.timeout}s")
+                time.sleep(_POLL)
+            observed.append(time.perf_counter() - start)
+        wait_until(lambda: (agent.metrics.registry.get_sample_value("podpin_pin_latency_seconds_count") or 0)
+                   >= len(pods), 5.0, "the agent's histogram")
+        buckets = _agent_buckets(agent)
+        mode = agent.watcher.mode
+    finally:
+        agent.stop()
+        thread.join(10.0)
+    count = buckets[-1][1]
+    total = agent.metrics.registry.get_sample_value("podpin_pin_latency_seconds_sum") or 0.0
+    return {
+        "containers": len(observed),
+        "machine": args.machine,
+        "cpus": len(agent.topology.online_cpus),
+        "driver": args.driver,
+        "watcher": mode,
+        "tmpfs": str(base).startswith("/dev/shm"),
+        "observed_median_ms": round(statistics.median(observed) * 1000, 3),
+        "observed_p99_ms": round(percentile(observed, 99) * 1000, 3),
+        "observed_max_ms": round(max(observed) * 1000, 3),
+        "agent_count": int(count),
+        "agent_median_ms": round(histogram_quantile(0.5, buckets) * 1000, 3),
+        "agent_p99_ms": round(histogram_quantile(0.99, buckets) * 1000, 3),
+        "agent_mean_ms": round(total / count * 1000, 3) if count else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--pods", type=int, default=100, help="new containers to pin, one pod each (default: 100)")
+    parser.add_argument("--machine", default="intel-spr-2s-snc2",
+                        help="sysfs_builder machine, with more CPUs than --pods (default: %(default)s, 112 CPUs)")
+    parser.add_argument("--driver", choices=("systemd", "cgroupfs"), default="systemd", help="kubelet cgroup driver")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds one container may take (default: 5)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    args = parser.parse_args(argv)
+    with open(os.devnull, "w") as sink:
+        configure_logging(json=True, level="info", stream=sink)
+        with tempfile.TemporaryDirectory(prefix="podpin-bench-") as fallback, scratch_dir(Path(fallback)) as base:
+            row = measure(base, args)
+    if args.json:
+        print(json.dumps(row, sort_keys=True))
+        return 0
+    print(f"pin latency over {row['containers']} new containers: {row['machine']} ({row['cpus']} CPUs), "
+          f"{row['driver']} driver, {row['watcher']} watcher, fixture tree {'on tmpfs' if row['tmpfs'] else 'on disk'}")
+    print(f"{'':34}{'median':>10}{'p99':>10}")
+    print(f"{'mkdir -> cpuset.cpus (polled)':34}{row['observed_median_ms']:>8.3f}ms{row['observed_p99_ms']:>8.3f}ms"
+          f"   (max {row['observed_max_ms']:.3f} ms)")
+    print(f"{'podpin_pin_latency_seconds':34}{row['agent_median_ms']:>8.3f}ms{row['agent_p99_ms']:>8.3f}ms"
+          f"   (mean {row['agent_mean_ms']} ms over {row['agent_count']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
