@@ -177,7 +177,27 @@ class TestScan:
         )
 
 
+    def test_unlistable_directory_keeps_the_last_pods(self, tmp_path: Path) -> None:
+        """A directory that vanishes after a good scan keeps its last pods instead of reporting none."""
+        pods = tmp_path / "pods"
+        pods.mkdir()
+        (pods / "a.yaml").write_text(pod_yaml("a"))
+        source = DirSource(pods, NODE, on_error=lambda _: None)
+        first = names(source.scan())
+        pods.rename(tmp_path / "moved")
+        assert (["a"], ["a"]) == (first, names(source.scan()))
+
+
 class TestRun:
+    def test_no_sync_while_the_directory_cannot_be_listed(self, tmp_path: Path) -> None:
+        """No SYNC is emitted for a directory that cannot be listed: an empty one would release every pod."""
+        with running(DirSource(tmp_path / "absent", NODE, poll_interval=0.02, use_inotify=False)) as got:
+            time.sleep(0.2)
+            (tmp_path / "absent").mkdir()
+            (tmp_path / "absent" / "a.yaml").write_text(pod_yaml("a"))
+            got.wait_for(lambda n: n == ["a"])
+        assert [["a"]] == [names(e.pods) for e in got.events]
+
     @pytest.mark.parametrize("use_inotify", [True, False], ids=["inotify", "poll"])
     def test_add_modify_delete(self, tmp_path: Path, use_inotify: bool) -> None:
         """Adding, modifying and deleting files each produce a SYNC of the new set."""

@@ -338,17 +338,26 @@ def kubeconfig(path: Path, server: str, token: str) -> Path:
 
 class TestLoadApi:
     def test_in_cluster_first(self, tmp_path: Path) -> None:
-        """With the service account files and env present, in-cluster config wins over a kubeconfig."""
+        """Without --kubeconfig, in-cluster config wins over $KUBECONFIG."""
         (tmp_path / "token").write_text("sa-token")
         (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
-        env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "6443"}
         cfg = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", "t")
-        api = load_api(str(cfg), environ=env, service_account_dir=tmp_path, home=tmp_path)
+        env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "6443", "KUBECONFIG": str(cfg)}
+        api = load_api(None, environ=env, service_account_dir=tmp_path, home=tmp_path)
         configuration = api.api_client.configuration
         assert ("https://127.0.0.1:6443", "bearer sa-token") == (
             configuration.host,
             configuration.api_key["BearerToken"],
         )
+
+    def test_explicit_kubeconfig_wins_over_in_cluster(self, tmp_path: Path) -> None:
+        """A file named with --kubeconfig is used even inside a cluster."""
+        (tmp_path / "token").write_text("sa-token")
+        (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+        env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "6443"}
+        cfg = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", "t")
+        api = load_api(str(cfg), environ=env, service_account_dir=tmp_path, home=tmp_path)
+        assert "http://127.0.0.1:1" == api.api_client.configuration.host
 
     def test_kubeconfig_file_reaches_the_server_with_its_token(
         self, tmp_path: Path, emulator: ApiServerEmulator
@@ -373,15 +382,20 @@ class TestLoadApi:
     def test_nothing_works(self, tmp_path: Path) -> None:
         """With no configuration anywhere the error names each attempt and why it failed."""
         with pytest.raises(KubeConfigError) as caught:
-            load_api(str(tmp_path / "missing"), environ={}, service_account_dir=tmp_path / "sa", home=tmp_path)
+            load_api(None, environ={}, service_account_dir=tmp_path / "sa", home=tmp_path)
         expected = (
             "no Kubernetes API configuration found; tried "
             f"in-cluster ({tmp_path}/sa): Service host/port is not set.; "
-            f"--kubeconfig ({tmp_path}/missing): no such file; "
             "$KUBECONFIG: not set; "
             f"~/.kube/config ({tmp_path}/.kube/config): no such file"
         )
         assert expected == str(caught.value)
+
+    def test_missing_explicit_file(self, tmp_path: Path) -> None:
+        """A --kubeconfig that does not exist is the error; nothing else is tried."""
+        with pytest.raises(KubeConfigError) as caught:
+            load_api(str(tmp_path / "missing"), environ={}, service_account_dir=tmp_path / "sa", home=tmp_path)
+        assert f"--kubeconfig {tmp_path}/missing: no such file" == str(caught.value)
 
     def test_broken_file_is_named(self, tmp_path: Path) -> None:
         """A kubeconfig that does not load is reported with the loader's reason."""
@@ -389,11 +403,4 @@ class TestLoadApi:
         broken.write_text("")
         with pytest.raises(KubeConfigError) as caught:
             load_api(str(broken), environ={}, service_account_dir=tmp_path / "sa", home=tmp_path)
-        expected = (
-            "no Kubernetes API configuration found; tried "
-            f"in-cluster ({tmp_path}/sa): Service host/port is not set.; "
-            f"--kubeconfig ({broken}): Invalid kube-config. {broken} file is empty; "
-            "$KUBECONFIG: not set; "
-            f"~/.kube/config ({tmp_path}/.kube/config): no such file"
-        )
-        assert expected == str(caught.value)
+        assert f"--kubeconfig {broken}: Invalid kube-config. {broken} file is empty" == str(caught.value)

@@ -261,3 +261,31 @@ class TestConfigAgainstMachine:
         assert planner(big, topologyManagerPolicyOptions={"max-allowable-numa-nodes": "16"}).admit(
             kep_pod_one_exclusive()
         ).admitted
+
+
+class TestHotplug:
+    @staticmethod
+    def offline(topology: Any, *cpus: int) -> Any:
+        from dataclasses import replace
+
+        from agent.topology.model import CPU
+
+        changed = tuple(CPU(id=c.id, online=False) if c.id in cpus else c for c in topology.cpus)
+        nodes = tuple(replace(n, cpus=n.cpus - CPUSet(cpus)) for n in topology.numa_nodes)
+        return replace(topology, cpus=changed, numa_nodes=nodes)
+
+    def test_only_pods_on_offline_cpus_are_replanned_and_the_reservation_stays(self) -> None:
+        """One SMT sibling going offline re-plans the pod that held it; the reserved CPU does not move."""
+        topology = machine()
+        p = Planner(topology, config_from_mapping({"systemReserved": {"cpu": "1"}}, env={}))
+        first = pod("first", containers=[("c", "2", "2", "1Gi", "1Gi")])
+        second = pod("second", containers=[("c", "2", "2", "1Gi", "1Gi")])
+        p.admit(first)
+        p.admit(second)
+        before = {uid: dict(c) for uid, c in p.snapshot().cpu.assignments.items()}
+        victim = next(uid for uid, c in before.items() if 1 in c["c"])
+        survivor = next(uid for uid in before if uid != victim)
+        rebased, dropped = p.rebased(self.offline(topology, 17))
+        assert ([victim], CPUSet([0])) == (dropped, rebased.reserved)
+        assert before[survivor] == dict(rebased.snapshot().cpu.assignments[survivor])
+        assert 17 not in rebased.snapshot().cpu.default

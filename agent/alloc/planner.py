@@ -82,10 +82,7 @@ class Planner:
         self._cpu: StaticCPUPolicy | None = None
         reserved = CPUSet()
         if config.cpu_manager_policy == "static":
-            try:
-                reserved = reserved_cpus_for(topology, options, config.num_reserved_cpus(), config.reserved_system_cpus)
-            except AllocationError as err:
-                raise PlannerError(f"reservedSystemCPUs/kubeReserved/systemReserved: {err.message}") from err
+            reserved = self._reservation(topology, config, state)
         numa_info = NUMAInfo.from_topology(topology)
         if config.cpu_manager_policy == "static":
             self._cpu = StaticCPUPolicy(topology, options, reserved, numa_info)
@@ -130,6 +127,22 @@ class Planner:
         for entry in config.reserved_memory:
             if entry.numa_node not in nodes:
                 raise PlannerError(f"reservedMemory: NUMA node {entry.numa_node} does not exist on this machine (nodes {list(nodes)})")
+
+    @staticmethod
+    def _reservation(topology: Topology, config: AgentConfig, state: NodeState | None) -> CPUSet:
+        """The reserved CPUs: a restored state's own set while it still fits, else chosen afresh.
+
+        Chosen by take-by-topology, the set depends on which CPUs are online; after
+        a hotplug or a restart it must not move onto CPUs a pod holds.
+        """
+        count, explicit = config.num_reserved_cpus(), config.reserved_system_cpus
+        if state is not None and state.reserved.is_subset_of(topology.online_cpus) and len(state.reserved) == count:
+            if not explicit or state.reserved == explicit:
+                return state.reserved
+        try:
+            return reserved_cpus_for(topology, config.cpu_policy_options, count, explicit)
+        except AllocationError as err:
+            raise PlannerError(f"reservedSystemCPUs/kubeReserved/systemReserved: {err.message}") from err
 
     def _initial(self, reserved: CPUSet) -> NodeState:
         cpu = CPUState()
@@ -272,14 +285,7 @@ class Planner:
         Raises:
             PlannerError: the configuration does not fit the new machine.
         """
-        reserved = CPUSet()
-        if self._cpu is not None:
-            try:
-                reserved = reserved_cpus_for(
-                    topology, self.config.cpu_policy_options, self.config.num_reserved_cpus(), self.config.reserved_system_cpus
-                )
-            except AllocationError as err:
-                raise PlannerError(f"reservedSystemCPUs/kubeReserved/systemReserved: {err.message}") from err
+        reserved = self._reservation(topology, self.config, self._state) if self._cpu is not None else CPUSet()
         dropped = affected_pods(self._state, topology.online_cpus, reserved)
         for uid in dropped:
             self.release(uid)

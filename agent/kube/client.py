@@ -1,8 +1,9 @@
 """Building the official client (its ``ApiClient``, as :class:`CoreCalls`) from whatever configuration this process has.
 
-Order (first that works wins): the in-cluster service account (the DaemonSet
-case), the file given with ``--kubeconfig``, ``$KUBECONFIG`` (a ``:``-separated
-list, merged as kubectl does), ``~/.kube/config``. Each attempt gets its own
+A file given with ``--kubeconfig`` is the only one tried: an operator who names
+a file means it. Without one, the first that works wins: the in-cluster service
+account (the DaemonSet case), ``$KUBECONFIG`` (a ``:``-separated list, merged as
+kubectl does), ``~/.kube/config``. Each attempt gets its own
 ``Configuration`` object: the client's process-wide default is never touched,
 so a test or a second client cannot inherit another's credentials.
 """
@@ -49,11 +50,17 @@ def load_api(
         home: the home directory for ``~/.kube/config`` (default: ``Path.home()``).
 
     Raises:
-        KubeConfigError: none of the four works; the one-line message names each
-            attempt and its failure.
+        KubeConfigError: the given file does not load, or none of the three
+            defaults works; the one-line message names each attempt and its failure.
     """
     env = os.environ if environ is None else environ
     failures: list[str] = []
+    if kubeconfig is not None:
+        problem = _try_kubeconfig(kubeconfig, configuration := Configuration())
+        if problem is None:
+            _log.info("kube.config", source="--kubeconfig", file=kubeconfig, host=configuration.host)
+            return CoreCalls(ApiClient(configuration))
+        raise KubeConfigError(f"--kubeconfig {kubeconfig}: {problem}")
 
     configuration = Configuration()
     loader = InClusterConfigLoader(  # type: ignore[no-untyped-call]
@@ -70,7 +77,6 @@ def load_api(
         return CoreCalls(ApiClient(configuration))
 
     candidates = [
-        ("--kubeconfig", kubeconfig),
         ("$KUBECONFIG", env.get("KUBECONFIG") or None),
         ("~/.kube/config", str((home if home is not None else Path.home()) / ".kube" / "config")),
     ]

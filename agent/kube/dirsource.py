@@ -77,6 +77,7 @@ class DirSource:
         self._parsed: dict[Path, tuple[dict[str, Any], ...]] = {}
         self._missing_reported = False
         self._pods: tuple[Pod, ...] | None = None
+        self._listed = False
 
     @property
     def source_errors(self) -> int:
@@ -90,7 +91,9 @@ class DirSource:
         try:
             while not stop.is_set():
                 pods = self.scan()
-                if pods != last:
+                # An unlistable directory says nothing about the pods: an empty SYNC
+                # would release every pod the agent holds.
+                if pods != last and self._listed:
                     emit(PodEvent("SYNC", pods))
                     last = pods
                 if waiter is None:
@@ -103,6 +106,9 @@ class DirSource:
 
     def scan(self) -> tuple[Pod, ...]:
         """Read the directory once; the node's pods in file-name then document order.
+
+        When the directory cannot be listed, the error is reported once and the
+        pods of the last successful scan are returned (none before the first).
 
         Files whose bytes did not change since the last scan are not parsed
         again (nor their errors reported again).
@@ -117,9 +123,10 @@ class DirSource:
             if not self._missing_reported:
                 self._report(ManifestError(str(self._dir), f"cannot list the directory: {err.strerror or err}"))
                 self._missing_reported = True
-            paths = []
-        else:
-            self._missing_reported = False
+            self._listed = False
+            return self._pods if self._pods is not None else ()
+        self._missing_reported = False
+        self._listed = True
         changed = self._pods is None
         for gone in set(self._files) - set(paths):
             del self._files[gone]
