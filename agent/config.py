@@ -75,7 +75,7 @@ class AgentConfig:
     state_dir: Path = Path("/var/lib/podpin")
     kubelet_cpu_manager_state_path: Path = Path("/var/lib/kubelet/cpu_manager_state")
     dry_run: bool = False
-    metrics_bind_address: str = "0.0.0.0:9363"
+    metrics_bind_address: str = "0.0.0.0:9363"  # port 0: any free port (logged in agent.started)
     log_level: str = "info"
     log_format: str = "auto"
     cgroup_watch: str = "auto"
@@ -291,7 +291,7 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
 
 def _check_bind_address(address: str) -> None:
     host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ConfigError(f"metricsBindAddress: {address!r} is not HOST:PORT")
 
 

@@ -284,7 +284,7 @@ class Agent:
         if not self.options.once and self.config.cgroup_watch != "off":
             self.watcher.start()
         self.log.info("agent.started", dry_run=self.config.dry_run, cgroup_root=str(self.config.cgroup_root),
-                      driver=str(self.layout.driver), watcher=self.watcher.mode, online=str(self.topology.online_cpus),
+                      driver=str(self.layout.driver), watcher=self.watcher.mode if self.config.cgroup_watch != "off" else "off", online=str(self.topology.online_cpus),
                       metrics=self.metrics_address, once=self.options.once)
         try:
             return self._loop()

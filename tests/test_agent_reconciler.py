@@ -62,6 +62,25 @@ def test_new_container_is_pinned_when_its_cgroup_appears(tmp_path: Path, driver:
     assert ("max 100000", 1.0, [expected_files]) == (node.read(path, "cpu.max"), count, applied)
 
 
+def test_a_new_container_writes_only_itself_and_its_pod(tmp_path: Path) -> None:
+    """A container cgroup appearing is pinned without touching its siblings (a sibling's drift waits for the resync)."""
+    node = make_node(tmp_path)
+    node.write_config(reconcilePeriod="60s")
+    pod = make_pod("duo", containers=[("a", "1", "1", "1Gi", "1Gi"), ("b", "1", "1", "1Gi", "1Gi")],
+                   states={"a": "running", "b": "running"}, creation_timestamp="2026-01-01T00:00:01Z")
+    node.add_pod(pod, cgroups=False)
+    node.tree.add_pod(pod["metadata"]["uid"], "Guaranteed")
+    with running(node.agent()) as agent:
+        wait_until(lambda: _admitted(agent, pod), what="the pod admitted")
+        first = node.start_container(pod, "a")
+        wait_until(lambda: node.read(first) not in ("", "0-31"), what="a pinned")
+        pinned = node.read(first)
+        node.tree.preset(first, "cpuset.cpus", "0-31")
+        second = node.start_container(pod, "b")
+        wait_until(lambda: node.read(second) not in ("", "0-31"), what="b pinned")
+        assert ("0-31", True) == (node.read(first), node.read(second) != pinned)
+
+
 def test_container_id_arriving_after_the_cgroup(node: AgentNode) -> None:
     """A container cgroup not yet named in the status gets the interim set, then its slice once the status names it."""
     waiting = gu("web", states={"app": "waiting"})

@@ -84,6 +84,7 @@ class Reconciler:
         self._rejected_at: dict[str, int] = {}
         self._epoch = 0
         self._dirty: set[str] = set()
+        self._new_cgroups: dict[str, set[Path]] = {}
         self._full = True
         self._pending: dict[Path, float] = {}
         self._applied: dict[tuple[Path, str], str] = {}
@@ -110,7 +111,9 @@ class Reconciler:
         """A cgroup appeared (or went): remember when, so the pin latency can be measured."""
         if isinstance(event, ContainerCgroupAppeared):
             self._pending[event.path] = seen_at if seen_at is not None else self.clock()
-            self._dirty.add(event.uid)
+            # Only this container and its pod cgroup need writing: re-applying every
+            # sibling would make a new container wait on reads of all of them.
+            self._new_cgroups.setdefault(event.uid, set()).add(event.path)
         elif isinstance(event, PodCgroupAppeared):
             self._dirty.add(event.uid)
         elif isinstance(event, CgroupRemoved):
@@ -171,6 +174,7 @@ class Reconciler:
         if not policy.pinning:
             usage = self._apply(plan, full)
         self._dirty.clear()
+        self._new_cgroups.clear()
         self.snapshot = Snapshot(
             state=self.planner.snapshot(), plan=plan, topology=self.planner.topology,
             usage=usage or (self.snapshot.usage if self.snapshot else {}),
@@ -298,12 +302,17 @@ class Reconciler:
         targets: list[Target] = []
         live = []
         for pod in plan.pods:
-            if pod.uid not in self._dirty:
+            new = self._new_cgroups.get(pod.uid)
+            if pod.uid not in self._dirty and new is None:
                 continue
             scanned = self._scan_pod(pod.uid, pod.qos)
-            if scanned is not None:
-                live.append(scanned)
-                targets.extend(pod_targets(pod, scanned, self.layout))
+            if scanned is None:
+                continue
+            live.append(scanned)
+            found = pod_targets(pod, scanned, self.layout)
+            if pod.uid not in self._dirty and new is not None:
+                found = [t for t in found if t.level == "pod" or t.path in new]
+            targets.extend(found)
         return targets, live
 
     def _apply(self, plan: Plan, full: bool) -> dict[tuple[str, str, str], float]:

@@ -85,9 +85,10 @@ class TestKubeTreeInGuest:
         assert ("150000 100000", ["50000 100000", "1-2"]) == actual, step.explain
 
     def test_fresh_cpu_stat(self, tools: GuestRun) -> None:
-        """A new container cgroup reports zero periods, throttles and throttled time."""
+        """A new container cgroup with no task reports no throttling (its period timer may already have ticked once)."""
         step = tools.step("kubetree_extras")
-        assert [0, 0, 0] == step["fresh_cpu_stat"], step.explain
+        periods, throttled, throttled_usec = step["fresh_cpu_stat"]
+        assert (True, 0, 0) == (periods <= 1, throttled, throttled_usec), step.explain
 
     def test_threaded_controllers_allow_a_process_in_a_pod_slice(self, tools: GuestRun) -> None:
         """With only cpuset+cpu (threaded controllers) enabled, a pod slice accepts a process: the guest does
