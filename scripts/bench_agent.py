@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The agent at rest: resident memory and CPU of ``podpin run`` with 110 pods, for 60 s.
+
+The agent runs as a real process against the project's API server emulator (on
+127.0.0.1) with 110 pods bound to its node — 20 pod-level pods (a 2-CPU
+exclusive container and a sidecar), 20 classic Guaranteed 1-CPU pods and 70
+Burstable pods — over a fixture cgroup v2 tree and a 112-CPU, 4-NUMA-node sysfs
+tree (``intel-spr-2s-snc2``). After the agent is ready (every pod admitted and
+written), it is sampled once a second: RSS (``psutil``), and CPU time over the
+window. The default reconcile period (10 s) and the watch stay on, so the
+figure includes the periodic resyncs.
+
+Goals (issue 5): RSS <= 60 MiB, CPU <= 1% of one core at rest.
+
+The interpreter matters for the RSS: the test virtualenv also holds
+``kubernetes-validate``, which the Kubernetes client imports when present (with
+pydantic and jsonschema). Measure the shipped footprint with a runtime-only
+environment::
+
+    python3 -m venv /tmp/podpin-rt && /tmp/podpin-rt/bin/pip install -q .
+    scripts/bench_agent.py --python /tmp/podpin-rt/bin/python
+
+Usage: ``scripts/bench_agent.py [--seconds 60] [--python PATH] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from agentfixture import Spawned, fetch, kubeconfig, make_node, wait_until  # noqa: E402
+from apiserver_emulator import ApiServerEmulator  # noqa: E402
+from podfactory import make_pod, sidecar  # noqa: E402
+
+RSS_GOAL_MIB = 60.0
+CPU_GOAL_PERCENT = 1.0
+
+
+def pods() -> list[dict[str, Any]]:
+    """The 110 pods: 20 pod-level, 20 classic Guaranteed, 70 Burstable, all running on node-1."""
+    result = []
+    for i in range(20):
+        result.append(make_pod(
+            f"mesh-{i}", containers=[("main", "2", "2", "1Gi", "1Gi")],
+            init_containers=[sidecar(("proxy", "100m", "500m", "128Mi", "256Mi"))],
+            pod_resources=("3", "3", "2Gi", "2Gi"), states={"main": "running", "proxy": "running"},
+            creation_timestamp=f"2026-01-01T00:00:{i:02d}Z",
+        ))
+    for i in range(20):
+        result.append(make_pod(f"cache-{i}", containers=[("redis", "1", "1", "1Gi", "1Gi")],
+                               states={"redis": "running"}, creation_timestamp=f"2026-01-01T00:01:{i:02d}Z"))
+    for i in range(70):
+        result.append(make_pod(f"web-{i}", containers=[("app", "100m", "1", "128Mi", "256Mi")],
+                               states={"app": "running"}, creation_timestamp=f"2026-01-01T00:02:{i:02d}Z"))
+    return result
+
+
+def measure(seconds: float, python: str) -> dict[str, Any]:
+    """Start the agent, wait until it is ready, sample it for ``seconds``; the figures."""
+    with tempfile.TemporaryDirectory(prefix="podpin-bench-agent-") as tmp, ApiServerEmulator() as emulator:
+        node = make_node(Path(tmp), machine="intel-spr-2s-snc2")
+        node.write_config(reconcilePeriod="10s", logLevel="info")
+        for pod in pods():
+            node.add_pod(pod, manifest=False)
+            emulator.add_pod(pod)
+        config = kubeconfig(Path(tmp) / "kubeconfig", emulator.url)
+        argv = [python, "-m", "agent", *node.cli_args("--kubeconfig", str(config), pods_dir=False)[1:]]
+        process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        spawned = Spawned(process)
+        try:
+            ready_at = time.monotonic()
+            wait_until(lambda: fetch(spawned.base_url + "/readyz")[0] == 200, 120.0, "the agent ready")
+            ready_seconds = time.monotonic() - ready_at
+            proc = psutil.Process(process.pid)
+            time.sleep(2.0)  # let the first full pass and its log lines settle
+            start_cpu, start = proc.cpu_times(), time.monotonic()
+            rss: list[float] = []
+            while time.monotonic() - start < seconds:
+                rss.append(proc.memory_info().rss / 2**20)
+                time.sleep(1.0)
+            end_cpu, end = proc.cpu_times(), time.monotonic()
+            _, state = fetch(spawned.base_url + "/state")
+            admitted = len(json.loads(state)["state"]["pods"])
+        finally:
+            process.terminate()
+            spawned.finish(15)
+    cpu = (end_cpu.user + end_cpu.system - start_cpu.user - start_cpu.system) / (end - start) * 100
+    return {
+        "pods": 110,
+        "admitted": admitted,
+        "seconds": round(end - start, 1),
+        "ready_seconds": round(ready_seconds, 2),
+        "rss_mib_max": round(max(rss), 1),
+        "rss_mib_median": round(statistics.median(rss), 1),
+        "cpu_percent": round(cpu, 3),
+        "python": python,
+        "rss_goal_mib": RSS_GOAL_MIB,
+        "cpu_goal_percent": CPU_GOAL_PERCENT,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=60.0, help="sampling window (default: %(default)s)")
+    parser.add_argument("--python", default=str(Path(sys.executable)), help="interpreter that runs the agent")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    result = measure(args.seconds, args.python)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"podpin run, {result['admitted']}/{result['pods']} pods admitted, ready after {result['ready_seconds']} s, "
+          f"sampled {result['seconds']} s ({result['python']})")
+    print(f"{'measure':<22}{'value':>10}{'goal':>10}")
+    print(f"{'RSS max (MiB)':<22}{result['rss_mib_max']:>10}{RSS_GOAL_MIB:>10}")
+    print(f"{'RSS median (MiB)':<22}{result['rss_mib_median']:>10}{'':>10}")
+    print(f"{'CPU (% of a core)':<22}{result['cpu_percent']:>10}{CPU_GOAL_PERCENT:>10}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
