@@ -255,15 +255,7 @@ class CgroupFS:
 
     # -- the ordered writer ------------------------------------------------------------
     def apply(self, desired: Mapping[Path, CgroupValues]) -> ApplyReport:
-        """Write ``desired`` widen-then-narrow, skip unchanged values, verify the effective sets.
-
-        Never raises for a cgroup: refused values, I/O errors (ENOENT when the
-        cgroup vanished, EBUSY, EINVAL...) and read-back mismatches are collected
-        in the report, and the other cgroups are still written. After a failed
-        read or write nothing more is written to that cgroup: an exclusive
-        container whose cpuset failed must not lose its CFS quota either.
-        The order and the checks are :class:`agent.cgroups.writer.OrderedWriter`'s.
-        """
+        """Write ``desired`` in a safe order and verify it (:meth:`agent.cgroups.writer.OrderedWriter.apply`)."""
         writer = OrderedWriter(
             check=self._check, read_cpuset=self._cpuset, read_cpu_max=self._cpu_max, write=self.ops.write
         )

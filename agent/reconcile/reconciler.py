@@ -44,7 +44,7 @@ from agent.pods.model import PodView
 from agent.metrics import Snapshot
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import Reporter
-from agent.reconcile.targets import Target, plan_targets, pod_targets
+from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id
 from agent.state_store import StateStore
 from agent.topology.model import Topology
 
@@ -234,10 +234,7 @@ class Reconciler:
             view = by_uid.get(scanned.uid)
             if view is None:
                 continue
-            names = {}
-            for container in view.all_containers:
-                if container.container_id:
-                    names[container.container_id.rpartition("/")[2]] = container.name
+            names = {runtime_id(c.container_id): c.name for c in view.all_containers}
             containers: dict[str, CPUSet] = {}
             for child in scanned.containers:
                 name = names.get(child.id)
@@ -393,10 +390,7 @@ class Reconciler:
             pod = by_uid.get(scanned.uid)
             if pod is None:
                 continue
-            pools = {}
-            for c in pod.containers:
-                if c.container_id:
-                    pools[c.container_id.rpartition("/")[2]] = c.pool
+            pools = {runtime_id(c.container_id): c.pool for c in pod.containers}
             for child in scanned.containers:
                 pool = pools.get(child.id)
                 if pool is None:

@@ -25,7 +25,7 @@ from agent.cgroups.fs import CgroupValues
 from agent.cgroups.layout import CgroupLayout, ContainerID, QOSClass, ScannedPod
 from agent.cgroups.errors import CgroupPathError
 
-__all__ = ["Target", "plan_targets", "pod_targets", "values_of"]
+__all__ = ["Target", "plan_targets", "pod_targets", "runtime_id", "values_of"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,7 +45,8 @@ def values_of(desired: DesiredValues) -> CgroupValues:
     return CgroupValues(cpuset_cpus=desired.cpuset_cpus, cpuset_mems=desired.cpuset_mems, cpu_max=desired.cpu_max)
 
 
-def _id_of(layout: CgroupLayout, container_id: str | None) -> str | None:
+def runtime_id(container_id: str | None) -> str | None:
+    """The bare runtime id of a status ``containerID`` (what names its cgroup), or None when absent or invalid."""
     if not container_id:
         return None
     try:
@@ -61,7 +62,7 @@ def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout) -> list[Ta
         targets.append(Target(path=live.path, values=values_of(pod.desired), level="pod", pod=pod))
     known: dict[str, tuple[str, DesiredValues, str]] = {}
     for container in pod.containers:
-        cid = _id_of(layout, container.container_id)
+        cid = runtime_id(container.container_id)
         if cid is not None:
             known[cid] = (container.name, container.desired, container.container_id or "")
     for child in live.containers:
