@@ -303,3 +303,17 @@ def test_pin_latency_bench_reports_both_measures(tmp_path: Path) -> None:
     assert (0, 5, 5, "inotify", [True] * 4) == (
         result.returncode, row["containers"], row["agent_count"], row["watcher"], [row[k] > 0 for k in keys]
     )
+
+
+def test_missing_controllers_are_enabled_down_the_path(node: AgentNode) -> None:
+    """A pod cgroup without cpuset and cpu in its subtree_control gets them, then its container is pinned."""
+    web = gu("web")
+    node.add_pod(web, cgroups=False)
+    pod_path = node.tree.add_pod(web["metadata"]["uid"], "Guaranteed")
+    (pod_path / "cgroup.subtree_control").write_text("")
+    container = node.start_container(web, "app")
+    assert not (container / "cpuset.cpus").exists()
+    agent = node.run_once()
+    enabled = set(node.read(pod_path, "cgroup.subtree_control").split())
+    assert ({"cpuset", "cpu"} <= enabled, "1,17") == (True, node.read(container))
+    assert 1.0 == sample(agent, "podpin_cgroup_writes_total", file="cgroup.subtree_control", result="ok")

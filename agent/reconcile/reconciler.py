@@ -88,6 +88,7 @@ class Reconciler:
         self._full = True
         self._pending: dict[Path, float] = {}
         self._applied: dict[tuple[Path, str], str] = {}
+        self._controllers: set[Path] = set()
         self.snapshot: Snapshot | None = None
         self.passes = 0
         self.blocked: str | None = None
@@ -118,6 +119,7 @@ class Reconciler:
             self._dirty.add(event.uid)
         elif isinstance(event, CgroupRemoved):
             self._pending.pop(event.path, None)
+            self._controllers.discard(event.path)
             for key in [k for k in self._applied if k[0] == event.path]:
                 del self._applied[key]
 
@@ -319,6 +321,7 @@ class Reconciler:
             self._dry_run(targets)
             report = ApplyReport()
         else:
+            self._enable_controllers(targets)
             report = self.fs.apply(desired) if desired else ApplyReport()
             drift = {
                 (r.path, r.file) for r in report.writes
@@ -330,6 +333,24 @@ class Reconciler:
                 self._applied = {key: value for key, value in self._applied.items() if key[0] in desired}
         self._settle(plan, targets, report)
         return self._usage(plan, live) if full else {}
+
+    def _enable_controllers(self, targets: list[Target]) -> None:
+        """``+cpuset +cpu`` in ``cgroup.subtree_control`` down to each target's parent, where missing.
+
+        The kubelet and the runtime normally enable both; a cgroup without them has
+        no ``cpuset.*``/``cpu.*`` files to write. Checked once per parent cgroup.
+        """
+        for target in targets:
+            parent = target.path.parent
+            if parent in self._controllers:
+                continue
+            try:
+                records = self.fs.enable_controllers(target.path)
+            except CgroupError as err:
+                self.reporter.controllers_failed(target, err)
+                continue
+            self._controllers.add(parent)
+            self.reporter.controllers_enabled(records)
 
     def _remember(self, report: ApplyReport) -> None:
         failed = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}

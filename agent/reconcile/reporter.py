@@ -183,6 +183,19 @@ class Reporter:
         for failure in (*report.failures, *report.mismatches):
             self._failure(failure, by_path)
 
+    def controllers_enabled(self, records: Iterable[WriteRecord]) -> None:
+        """Count and log each ``cgroup.subtree_control`` podpin had to complete."""
+        for record in records:
+            self.metrics.cgroup_writes.labels(file=record.file, result=record.result).inc()
+            self.log.info("cgroup.controllers_enabled", path=str(record.path), old=record.old, new=record.new)
+
+    def controllers_failed(self, target: Target, error: CgroupError) -> None:
+        """A parent whose controllers cannot be enabled: its child has no cpuset files to write."""
+        self.metrics.pinning_errors.inc()
+        self.log.error("cgroup.error", **self._target_fields(target, target.path), error=str(error), controllers=True)
+        if target.pod is not None:
+            self._warn_once(_ref(target.pod), "PodpinPinningFailed", f"podpin could not apply the pod's CPU placement: {error}")
+
     def _target_fields(self, target: Target | None, path: Path) -> dict[str, Any]:
         fields: dict[str, Any] = {"path": str(path)}
         if target is None:
