@@ -23,6 +23,8 @@ naming functions alone.
 
 from __future__ import annotations
 
+import contextlib
+
 import errno
 import os
 import re
@@ -314,11 +316,9 @@ class KubeTree:
             if proc.poll() is not None:
                 stderr = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
                 raise KubeTreeError(f"{cgroup}: process exited with {proc.returncode} before running: {stderr}")
-            try:
+            with contextlib.suppress(OSError):  # /proc/<pid>/cgroup not readable yet: poll again
                 if cgroup_of(proc.pid, self.root) == cgroup:
                     return proc
-            except OSError:
-                pass
             time.sleep(0.005)
         raise KubeTreeError(f"{cgroup}: pid {proc.pid} did not appear in the cgroup within {timeout} s")
 

@@ -212,7 +212,7 @@ class TestCpuMax:
     def test_quota_caps_usage(self, facts: GuestRun) -> None:
         """The throttled process used about its 20% quota (at most 35% of one CPU over 1.5 s)."""
         step = facts.step("throttling")
-        assert True is (0.05 <= step["limited"]["usage_share"] <= 0.35), step.explain
+        assert 0.05 <= step["limited"]["usage_share"] <= 0.35, step.explain
 
 
 class TestInotify:
