@@ -24,7 +24,6 @@ naming functions alone.
 from __future__ import annotations
 
 import contextlib
-
 import errno
 import os
 import re
