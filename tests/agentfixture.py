@@ -158,9 +158,9 @@ class AgentNode:
 
     # -- pods ------------------------------------------------------------------------------
     def pod_cgroup(self, raw: Mapping[str, Any]) -> Path:
-        """Where the kubelet puts this pod's cgroup (by the QoS class podpin computes)."""
+        """Where the kubelet puts this pod's cgroup (by the QoS class podpin computes; a static pod's by its hash)."""
         view = pod_from_dict(raw)
-        return self.tree.qos_dir(view.qos) / self.tree.pod_name(view.uid, view.qos)
+        return self.tree.qos_dir(view.qos) / self.tree.pod_name(view.cgroup_uid, view.qos)
 
     def container_cgroup(self, raw: Mapping[str, Any], name: str) -> Path:
         """The cgroup of container ``name`` of this pod (its status containerID must be set)."""
@@ -186,7 +186,7 @@ class AgentNode:
         if not cgroups:
             return path
         view = pod_from_dict(raw)
-        self.tree.add_pod(view.uid, view.qos)
+        self.tree.add_pod(view.cgroup_uid, view.qos)
         spec = raw["spec"]
         limits = [_cpu_limit(c) for c in [*spec.get("initContainers", []), *spec["containers"]]]
         pod_limit = _cpu_limit(spec) if "resources" in spec else None

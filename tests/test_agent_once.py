@@ -283,3 +283,16 @@ def test_missing_pods_dir_exits_2(tmp_path: Path) -> None:
     node = make_node(tmp_path)
     result = node.cli("--once", "--pods-dir", str(tmp_path / "nope"))
     assert (2, [f"podpin run: --pods-dir {tmp_path / 'nope'}: not a directory"]) == _one_line(result)
+
+
+def test_static_pod_is_pinned_through_its_config_hash(tmp_path: Path) -> None:
+    """A mirror pod's cgroup is named after the static pod's config hash, not the API uid: it is found and pinned."""
+    node = make_node(tmp_path)
+    static = make_pod("etcd-node-1", containers=[("etcd", "2", "2", "1Gi", "1Gi")], states={"etcd": "running"},
+                      namespace="kube-system", creation_timestamp=_ts(1))
+    static["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "0123456789abcdef0123456789abcdef"}
+    node.add_pod(static)
+    path = node.container_cgroup(static, "etcd")
+    assert "kubepods-pod0123456789abcdef0123456789abcdef.slice" == path.parent.name
+    node.run_once()
+    assert ("1,17", "max 100000") == (node.read(path), node.read(path, "cpu.max"))

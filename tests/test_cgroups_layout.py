@@ -122,15 +122,27 @@ class TestValidation:
 
     @pytest.mark.parametrize(
         "uid",
-        [f"{UID[:8]}/{UID[9:]}", UID.upper(), "../" + UID[3:], "", "0123456789abcdef0123456789abcdef", UID + "0"],
-        ids=["slash", "uppercase", "dotdot", "empty", "static-pod-hash", "too-long"],
+        [f"{UID[:8]}/{UID[9:]}", UID.upper(), "../" + UID[3:], "", "0123456789abcdef0123456789abcde", UID + "0"],
+        ids=["slash", "uppercase", "dotdot", "empty", "short-hash", "too-long"],
     )
     def test_bad_uid(self, uid: str) -> None:
         """A pod uid that is not a lower-case RFC 4122 UUID is refused, quoting it."""
         layout = CgroupLayout(root=ROOT, driver=Driver.CGROUPFS)
         with pytest.raises(CgroupPathError) as caught:
             layout.pod_path(uid, "Burstable")
-        assert f"invalid pod uid {uid!r}: expected an RFC 4122 UUID in lower-case hex (8-4-4-4-12)" == str(caught.value)
+        expected = (
+            f"invalid pod uid {uid!r}: expected an RFC 4122 UUID in lower-case hex (8-4-4-4-12) "
+            "or a static pod's 32-hex config hash"
+        )
+        assert expected == str(caught.value)
+
+    @pytest.mark.parametrize(("driver", "name"), [(Driver.SYSTEMD, "kubepods-burstable-pod{h}.slice"), (Driver.CGROUPFS, "pod{h}")])
+    def test_static_pod_config_hash(self, driver: Driver, name: str) -> None:
+        """A static pod's cgroup is named after its 32-hex config hash, for both drivers, and parses back."""
+        config_hash = "0123456789abcdef0123456789abcdef"
+        layout = CgroupLayout(root=ROOT, driver=driver)
+        path = layout.pod_path(config_hash, "Burstable")
+        assert (name.format(h=config_hash), config_hash) == (path.name, layout.parse_pod_dir("Burstable", path.name))
 
     def test_bad_qos(self) -> None:
         """A QoS class other than the three API strings is refused, quoting it."""

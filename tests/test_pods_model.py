@@ -303,3 +303,15 @@ class TestEffectiveRequests:
             if value > total.get(name, 0)
         ]
         assert [] == short
+
+
+def test_mirror_pod_cgroup_uid() -> None:
+    """A static pod's mirror names the kubelet's uid (the config hash) in an annotation; plain pods use their uid."""
+    from agent.pods.model import pod_from_dict
+    from podfactory import make_pod
+
+    raw = make_pod("etcd", containers=[("etcd",)])
+    plain = pod_from_dict(raw)
+    raw["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "0123456789abcdef0123456789abcdef"}
+    mirror = pod_from_dict(raw)
+    assert (plain.uid, "0123456789abcdef0123456789abcdef") == (plain.cgroup_uid, mirror.cgroup_uid)

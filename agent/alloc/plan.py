@@ -77,6 +77,12 @@ class PodPlan:
     desired: DesiredValues
     containers: tuple[ContainerPlan, ...]
     interim: CPUSet | None = None
+    cgroup_uid: str = ""
+
+    @property
+    def cgroup_key(self) -> str:
+        """The uid the pod's cgroup is named after (a static pod's config hash, else its uid)."""
+        return self.cgroup_uid or self.uid
 
     def container(self, name: str) -> ContainerPlan:
         """The plan of one container (``KeyError`` if the pod has no such container)."""

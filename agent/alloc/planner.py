@@ -391,4 +391,5 @@ class Planner:
             desired=pod_desired,
             containers=tuple(containers),
             interim=interim,
+            cgroup_uid=pod.cgroup_uid,
         )

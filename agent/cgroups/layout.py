@@ -90,6 +90,8 @@ class Runtime(StrEnum):
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: A static pod's uid in the kubelet: the 32-hex hash of its manifest (cgroups are named after it).
+_CONFIG_HASH = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 #: systemd scope prefix of each runtime's container cgroups.
@@ -101,9 +103,16 @@ _CONMON = "crio-conmon-"
 
 
 def validate_uid(uid: str) -> PodUID:
-    """Return ``uid`` if it is a lower-case RFC 4122 UUID, else raise :class:`CgroupPathError`."""
-    if not isinstance(uid, str) or not _UUID.fullmatch(uid):
-        raise CgroupPathError(f"invalid pod uid {uid!r}: expected an RFC 4122 UUID in lower-case hex (8-4-4-4-12)")
+    """Return ``uid`` if it names a pod cgroup, else raise :class:`CgroupPathError`.
+
+    A pod uid is a lower-case RFC 4122 UUID; a static pod's is the 32-hex config
+    hash the kubelet gives it.
+    """
+    if not isinstance(uid, str) or not (_UUID.fullmatch(uid) or _CONFIG_HASH.fullmatch(uid)):
+        raise CgroupPathError(
+            f"invalid pod uid {uid!r}: expected an RFC 4122 UUID in lower-case hex (8-4-4-4-12) "
+            "or a static pod's 32-hex config hash"
+        )
     return uid
 
 
@@ -252,7 +261,7 @@ class CgroupLayout:
         uid = body.replace("_", "-") if self.driver is Driver.SYSTEMD else body
         if self.driver is Driver.SYSTEMD and "-" in body:
             return None
-        return uid if _UUID.fullmatch(uid) else None
+        return uid if _UUID.fullmatch(uid) or _CONFIG_HASH.fullmatch(uid) else None
 
     def find_pod(self, uid: str, qos: str) -> PodLocation | None:
         """Find a pod's cgroup: at the expected QoS level first, then at the other two.

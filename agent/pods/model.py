@@ -44,12 +44,15 @@ from agent.pods.resources import (
 )
 from agent.pods.validation import validate_pod
 
-__all__ = ["ContainerState", "ContainerView", "PodView", "pod_from_dict"]
+__all__ = ["MIRROR_ANNOTATION", "ContainerState", "ContainerView", "PodView", "pod_from_dict"]
 
 ContainerState = Literal["running", "waiting", "terminated", "unknown"]
 """The container's current state from its status; ``unknown`` when there is no status yet."""
 
 _STATES: tuple[ContainerState, ...] = ("running", "waiting", "terminated")
+
+#: The annotation the kubelet puts on a static pod's mirror pod: the static pod's own uid (its config hash).
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -94,6 +97,17 @@ class PodView:
     pod_resources: ResourceSpec | None = None
     overhead: Resources = field(default_factory=lambda: MappingProxyType({}))
     os_name: str | None = None
+    mirror_of: str | None = None
+
+    @property
+    def cgroup_uid(self) -> str:
+        """The uid the kubelet names the pod's cgroup after.
+
+        A static pod is known to the API server as a *mirror* pod with its own
+        uid; the kubelet keeps the static pod's uid (its config hash, named by the
+        ``kubernetes.io/config.mirror`` annotation) and names the cgroup after it.
+        """
+        return self.mirror_of or self.uid
 
     @property
     def full_name(self) -> str:
@@ -288,6 +302,8 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
     namespace = _string(metadata, "namespace", "metadata") or "default"
     creation = _string(metadata, "creationTimestamp", "metadata")
     deletion = _string(metadata, "deletionTimestamp", "metadata")
+    annotations = _mapping(metadata.get("annotations"), "metadata.annotations") or {}
+    mirror_of = _string(annotations, MIRROR_ANNOTATION, "metadata.annotations")
 
     app, init = _read_containers(spec)
     pod_raw = _read_resources(spec.get("resources"), "spec.resources")
@@ -320,4 +336,5 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
         pod_resources=None if pod_level is None else pod_level.to_spec(),
         overhead=MappingProxyType({n: a.as_int(n) for n, a in overhead.items()}),
         os_name=os_name,
+        mirror_of=mirror_of,
     )

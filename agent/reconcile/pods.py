@@ -29,7 +29,7 @@ from agent.cgroups.errors import CgroupPathError
 from agent.cgroups.layout import ContainerID, validate_uid
 from agent.kube.source import PodEvent
 from agent.pods.errors import PodSpecError
-from agent.pods.model import PodView, pod_from_dict
+from agent.pods.model import MIRROR_ANNOTATION, PodView, pod_from_dict
 
 __all__ = ["Malformed", "BadContainerID", "PodCache"]
 
@@ -126,6 +126,12 @@ class PodCache:
         try:
             view = pod_from_dict(raw)
             validate_uid(view.uid)
+            if view.mirror_of is not None:
+                try:
+                    validate_uid(view.mirror_of)
+                except CgroupPathError as err:
+                    field = f"metadata.annotations[{MIRROR_ANNOTATION}]"
+                    raise PodSpecError(field, view.mirror_of, f"{field}: {err.message}") from err
         except PodSpecError as err:
             result = Malformed(uid, namespace, name, str(err), err.field)
         except CgroupPathError as err:

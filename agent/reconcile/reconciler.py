@@ -226,7 +226,7 @@ class Reconciler:
     def _observe_live(self, views: list[PodView]) -> dict[str, Observed]:
         """The explicit cpusets on the live cgroups of these pods (for rebuilding a lost checkpoint)."""
         observed: dict[str, Observed] = {}
-        by_uid = {v.uid: v for v in views}
+        by_uid = {v.cgroup_uid: v for v in views}
         try:
             live = scan(self.layout)
         except (CgroupError, OSError) as err:
@@ -245,7 +245,7 @@ class Reconciler:
                     containers[name] = cpus
             pod_cpus = self._explicit_cpus(scanned.path)
             if containers or pod_cpus:
-                observed[scanned.uid] = Observed(containers=containers, pod=pod_cpus or None)
+                observed[view.uid] = Observed(containers=containers, pod=pod_cpus or None)
         return observed
 
     def _explicit_cpus(self, path: Path) -> CPUSet:
@@ -301,15 +301,16 @@ class Reconciler:
         targets: list[Target] = []
         live = []
         for pod in plan.pods:
-            new = self._new_cgroups.get(pod.uid)
-            if pod.uid not in self._dirty and new is None:
+            new = self._new_cgroups.get(pod.cgroup_key)
+            dirty = pod.uid in self._dirty or pod.cgroup_key in self._dirty
+            if not dirty and new is None:
                 continue
-            scanned = self._scan_pod(pod.uid, pod.qos)
+            scanned = self._scan_pod(pod.cgroup_key, pod.qos)
             if scanned is None:
                 continue
             live.append(scanned)
             found = pod_targets(pod, scanned, self.layout)
-            if pod.uid not in self._dirty and new is not None:
+            if not dirty and new is not None:
                 found = [t for t in found if t.level == "pod" or t.path in new]
             targets.extend(found)
         return targets, live
@@ -405,7 +406,7 @@ class Reconciler:
 
     def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[str, str, str], float]:
         """CPU seconds per (pool, namespace, pod) from the containers' ``cpu.stat``."""
-        by_uid = {pod.uid: pod for pod in plan.pods}
+        by_uid = {pod.cgroup_key: pod for pod in plan.pods}
         usage: dict[tuple[str, str, str], float] = {}
         for scanned in live:
             pod = by_uid.get(scanned.uid)

@@ -96,7 +96,7 @@ def plan_targets(plan: Plan, live: Iterable[ScannedPod], layout: CgroupLayout, q
         for name, path in sorted(qos_levels.items())
         if name in (QOSClass.BURSTABLE.value, QOSClass.BESTEFFORT.value)
     ]
-    by_uid = {pod.uid: pod for pod in plan.pods}
+    by_uid = {pod.cgroup_key: pod for pod in plan.pods}
     for scanned in live:
         pod = by_uid.get(scanned.uid)
         if pod is not None:
