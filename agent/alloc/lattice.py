@@ -42,7 +42,10 @@ __all__ = [
     "SMALL_LATTICE_NODES",
     "and_products",
     "bitmap_from_flags",
+    "flags_from_bitmap",
+    "mask_at",
     "popcount_table",
+    "position_of",
 ]
 
 #: The lattice holds 2**N entries per list; 20 nodes is 8 MiB per int64 array.
@@ -125,6 +128,21 @@ def popcount_table(size_bits: int) -> NDArray[np.uint8]:
 def bitmap_from_flags(flags: NDArray[np.bool_]) -> int:
     """A bool array over the lattice positions as a bitmap, for :meth:`~agent.alloc.hint_list.HintList.from_bitmaps`."""
     return _to_bitmap(flags)
+
+
+def flags_from_bitmap(bitmap: int, size_bits: int) -> NDArray[np.bool_]:
+    """A bitmap over the positions of a ``size_bits``-node lattice as a bool array; for providers."""
+    return _to_array(bitmap, 1 << size_bits)
+
+
+def position_of(mask: int, nodes: tuple[int, ...]) -> int:
+    """The lattice position of a NUMA mask over ``nodes``; for providers."""
+    return _compress(mask, nodes)
+
+
+def mask_at(position: int, nodes: tuple[int, ...]) -> int:
+    """The NUMA mask at a lattice position over ``nodes``; for providers."""
+    return _expand(position, nodes)
 
 
 @cache

@@ -14,7 +14,10 @@ from collections.abc import Mapping
 from itertools import combinations
 
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError
-from agent.alloc.hints import ProviderHints, TopologyHint, is_narrower_than
+from agent.alloc.hint_list import CompactProviderHints, HintList
+from agent.alloc.hints import NUMAInfo, ProviderHints, TopologyHint, is_narrower_than
+from agent.alloc.lattice import SMALL_LATTICE_NODES
+from agent.alloc.memory_hints import best_listed_hint, lattice_memory_hints
 from agent.alloc.memory_state import Block, MemoryState, NUMAMemory
 from agent.alloc.pod_budget import validate_pod_budget
 from agent.pods.eligibility import container_memory_eligible, container_memory_requests, pod_level_memory
@@ -56,9 +59,14 @@ def pod_requested_memory(pod: PodView) -> dict[str, int]:
 
 
 class StaticMemoryPolicy:
-    """NUMA-aligned memory for Guaranteed pods, with pod bubbles for pod-level pods."""
+    """NUMA-aligned memory for Guaranteed pods, with pod bubbles for pod-level pods.
 
-    def __init__(self) -> None:
+    With ``numa_info`` and more than 8 NUMA nodes, hints are computed as a
+    bitmap (:mod:`agent.alloc.memory_hints`) instead of subset by subset.
+    """
+
+    def __init__(self, numa_info: NUMAInfo | None = None) -> None:
+        self._numa_info = numa_info
         self._reusable: dict[str, dict[tuple[int, ...], dict[str, int]]] = {}
 
     def start_pod(self, pod_uid: str) -> None:
@@ -77,9 +85,14 @@ class StaticMemoryPolicy:
         return self._reusable.get(pod_uid, {}).get(numa, {}).get(resource, 0)
 
     # -- hints ---------------------------------------------------------------------------
-    def calculate_hints(self, machine: dict[int, NUMAMemory], pod_uid: str, requests: Requests) -> dict[str, list[TopologyHint]]:
-        """``calculateHints``: every NUMA subset that can hold every requested resource."""
+    def calculate_hints(
+        self, machine: dict[int, NUMAMemory], pod_uid: str, requests: Requests
+    ) -> dict[str, list[TopologyHint]] | dict[str, HintList]:
+        """``calculateHints``: every NUMA subset that can hold every requested resource (empty when none)."""
         nodes = sorted(machine)
+        numa_info = self._numa_info
+        if numa_info is not None and len(nodes) > SMALL_LATTICE_NODES and numa_info.nodes == tuple(nodes):
+            return lattice_memory_hints(machine, requests, self._reusable.get(pod_uid, {}), numa_info)
         min_affinity = len(nodes)
         masks: list[tuple[int, ...]] = []
         for size in range(1, len(nodes) + 1):
@@ -109,7 +122,7 @@ class StaticMemoryPolicy:
             resource: [TopologyHint(_mask(bits), len(bits) == min_affinity) for bits in masks] for resource in requests
         } if masks else {}
 
-    def container_hints(self, state: MemoryState, pod: PodView, container: ContainerView) -> ProviderHints:
+    def container_hints(self, state: MemoryState, pod: PodView, container: ContainerView) -> CompactProviderHints:
         """``GetTopologyHints`` (container scope)."""
         requests = self.container_requests(pod, container)
         if not requests:
@@ -119,7 +132,7 @@ class StaticMemoryPolicy:
             return _regenerate(blocks, requests)
         return self.calculate_hints(state.machine, pod.uid, requests)
 
-    def pod_hints(self, state: MemoryState, pod: PodView) -> ProviderHints:
+    def pod_hints(self, state: MemoryState, pod: PodView) -> CompactProviderHints:
         """``GetPodTopologyHints`` (pod scope): pod-level budget, or the aggregate of the containers."""
         if pod.qos != "Guaranteed":
             return None
@@ -165,6 +178,8 @@ class StaticMemoryPolicy:
                     "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available"
                 )
             default = _find_best(hints.get("memory", []))
+            if default is None:
+                default = TopologyHint(None, False)
             if not default.preferred and preferred:
                 raise AllocationError("[memorymanager] failed to find the default preferred hint")
             best = (_bits(default.affinity or 0), default.preferred)
@@ -172,10 +187,9 @@ class StaticMemoryPolicy:
             best = (_bits(affinity), preferred)
         if not _satisfies(machine, best[0], requests):
             hints = self.calculate_hints(machine, pod_uid, requests)
-            inside = [h for h in hints.get("memory", []) if set(best[0]) <= set(_bits(h.affinity or 0))]
-            if not inside:
+            extended = _find_best(hints.get("memory", []), within=_mask(best[0]))
+            if extended is None:
                 raise AllocationError("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
-            extended = _find_best(inside)
             if not extended.preferred and best[1]:
                 raise AllocationError("[memorymanager] failed to find the extended preferred hint")
             best = (_bits(extended.affinity or 0), extended.preferred)
@@ -335,11 +349,18 @@ def _regenerate(blocks: tuple[Block, ...], requests: Requests) -> ProviderHints:
     return hints
 
 
-def _find_best(hints: list[TopologyHint]) -> TopologyHint:
-    """``findBestHint``: preferred first, then the narrowest mask."""
-    best = TopologyHint(None, False)
+def _find_best(hints: list[TopologyHint] | HintList, within: int = 0) -> TopologyHint | None:
+    """``findBestHint`` over the hints whose mask contains ``within``: preferred first, then the narrowest mask.
+
+    None when no hint qualifies.
+    """
+    if isinstance(hints, HintList):
+        return best_listed_hint(hints, within)
+    best: TopologyHint | None = None
     for hint in hints:
-        if best.affinity is None:
+        if (hint.affinity or 0) & within != within:
+            continue
+        if best is None or best.affinity is None:
             best = hint
         elif hint.preferred and not best.preferred:
             best = hint

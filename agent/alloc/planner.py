@@ -86,7 +86,7 @@ class Planner:
         numa_info = NUMAInfo.from_topology(topology)
         if config.cpu_manager_policy == "static":
             self._cpu = StaticCPUPolicy(topology, options, reserved, numa_info)
-        self._memory = StaticMemoryPolicy() if config.memory_manager_policy == "Static" else None
+        self._memory = StaticMemoryPolicy(numa_info) if config.memory_manager_policy == "Static" else None
         self._expected_memory: dict[int, NUMAMemory] | None = None
         if self._memory is not None:
             held = {e.numa_node: dict(e.limits) for e in config.reserved_memory}
