@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from agent.kube import DirSource, ManifestError, PodEvent, parse_manifest, stable_uid
+from agent.kube import DirSource, ManifestError, parse_manifest, stable_uid
+
+from pod_events import Collector, names, running
 
 NODE = "node-1"
 
@@ -28,44 +27,6 @@ def pod_yaml(name: str, *, node: str | None = None, namespace: str | None = None
     if node is not None:
         lines.append(f"  nodeName: '{node}'")
     return "\n".join(lines) + "\n"
-
-
-def names(pods: tuple[Any, ...] | list[Any]) -> list[str]:
-    return [p["metadata"]["name"] for p in pods]
-
-
-class Collector:
-    """The ``emit`` callback: records SYNCs and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        self.events: list[PodEvent] = []
-        self._cond = threading.Condition()
-
-    def __call__(self, event: PodEvent) -> None:
-        with self._cond:
-            self.events.append(event)
-            self._cond.notify_all()
-
-    def wait_for(self, predicate: Callable[[list[str]], bool], timeout: float = 3.0) -> None:
-        """Wait until the newest SYNC's pod names satisfy ``predicate``."""
-        with self._cond:
-            ok = self._cond.wait_for(lambda: bool(self.events) and predicate(names(self.events[-1].pods)), timeout)
-            if not ok:
-                raise AssertionError(f"timed out; last SYNCs: {[names(e.pods) for e in self.events]}")
-
-
-@contextlib.contextmanager
-def running(source: DirSource) -> Iterator[Collector]:
-    collector = Collector()
-    stop = threading.Event()
-    thread = threading.Thread(target=source.run, args=(collector, stop), daemon=True)
-    thread.start()
-    try:
-        yield collector
-    finally:
-        stop.set()
-        thread.join(1.0)
-        assert not thread.is_alive(), "DirSource.run did not return within 1 s of stop"
 
 
 def write(path: Path, text: str) -> None:
@@ -195,7 +156,7 @@ class TestRun:
             time.sleep(0.2)
             (tmp_path / "absent").mkdir()
             (tmp_path / "absent" / "a.yaml").write_text(pod_yaml("a"))
-            got.wait_for(lambda n: n == ["a"])
+            got.wait_for_names(lambda n: n == ["a"])
         assert [["a"]] == [names(e.pods) for e in got.events]
 
     @pytest.mark.parametrize("use_inotify", [True, False], ids=["inotify", "poll"])
@@ -204,32 +165,32 @@ class TestRun:
         (tmp_path / "a.yaml").write_text(pod_yaml("a"))
         interval = 30.0 if use_inotify else 0.02  # inotify must not need the poll
         with running(DirSource(tmp_path, NODE, poll_interval=interval, use_inotify=use_inotify)) as got:
-            got.wait_for(lambda n: n == ["a"])
+            got.wait_for_names(lambda n: n == ["a"])
             (tmp_path / "b.yaml").write_text(pod_yaml("b"))
-            got.wait_for(lambda n: n == ["a", "b"])
+            got.wait_for_names(lambda n: n == ["a", "b"])
             write(tmp_path / "b.yaml", pod_yaml("b2"))
-            got.wait_for(lambda n: n == ["a", "b2"])
+            got.wait_for_names(lambda n: n == ["a", "b2"])
             (tmp_path / "a.yaml").unlink()
-            got.wait_for(lambda n: n == ["b2"])
+            got.wait_for_names(lambda n: n == ["b2"])
         assert [["a"], ["a", "b"], ["a", "b2"], ["b2"]] == [names(e.pods) for e in got.events]
 
     def test_no_sync_when_pods_are_unchanged(self, tmp_path: Path) -> None:
         """A file edit that leaves the pods as they were (a comment) emits nothing."""
         (tmp_path / "a.yaml").write_text(pod_yaml("a"))
         with running(DirSource(tmp_path, NODE, poll_interval=0.02, use_inotify=False)) as got:
-            got.wait_for(lambda n: n == ["a"])
+            got.wait_for_names(lambda n: n == ["a"])
             write(tmp_path / "a.yaml", "# a comment\n" + pod_yaml("a"))
             (tmp_path / "b.yaml").write_text(pod_yaml("b"))
-            got.wait_for(lambda n: n == ["a", "b"])
+            got.wait_for_names(lambda n: n == ["a", "b"])
         assert [["a"], ["a", "b"]] == [names(e.pods) for e in got.events]
 
     def test_fixing_a_bad_file_adds_its_pods(self, tmp_path: Path) -> None:
         """A bad file contributes nothing until it is fixed, then its pods arrive."""
         (tmp_path / "a.yaml").write_text("kind: [\n")
         with running(DirSource(tmp_path, NODE, poll_interval=0.02)) as got:
-            got.wait_for(lambda n: n == [])
+            got.wait_for_names(lambda n: n == [])
             write(tmp_path / "a.yaml", pod_yaml("fixed"))
-            got.wait_for(lambda n: n == ["fixed"])
+            got.wait_for_names(lambda n: n == ["fixed"])
         assert [[], ["fixed"]] == [names(e.pods) for e in got.events]
 
     def test_stop_is_prompt_with_a_long_poll(self, tmp_path: Path) -> None:
@@ -240,7 +201,7 @@ class TestRun:
             got = Collector()
             thread = threading.Thread(target=source.run, args=(got, stop), daemon=True)
             thread.start()
-            got.wait_for(lambda n: n == [])
+            got.wait_for_names(lambda n: n == [])
             start = time.monotonic()
             stop.set()
             thread.join(1.0)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from structlog.testing import capture_logs
 from agent.kube import KubeConfigError, KubeSource, PodEvent, load_api
 
 from apiserver_emulator import ApiServerEmulator
+from pod_events import Collector, running
 
 NODE = "node-1"
 
@@ -27,50 +27,10 @@ def pod(name: str, node: str | None = NODE, **spec: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "default"}, "spec": body}
 
 
-class Collector:
-    """The ``emit`` callback: records every PodEvent and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        self.events: list[PodEvent] = []
-        self._cond = threading.Condition()
-
-    def __call__(self, event: PodEvent) -> None:
-        with self._cond:
-            self.events.append(event)
-            self._cond.notify_all()
-
-    def wait(self, predicate: Callable[[list[PodEvent]], bool], timeout: float = 5.0) -> None:
-        with self._cond:
-            if not self._cond.wait_for(lambda: predicate(self.events), timeout):
-                raise AssertionError(f"timed out; got {self.summary()}")
-
-    def wait_count(self, n: int, timeout: float = 5.0) -> None:
-        self.wait(lambda events: len(events) >= n, timeout)
-
-    def summary(self) -> list[tuple[str, list[str]]]:
-        with self._cond:
-            return [(e.kind, [p["metadata"]["name"] for p in e.pods]) for e in self.events]
-
-
 @pytest.fixture
 def emulator() -> Iterator[ApiServerEmulator]:
     with ApiServerEmulator() as em:
         yield em
-
-
-@contextlib.contextmanager
-def running(source: KubeSource) -> Iterator[Collector]:
-    """Run ``source`` in a thread; on exit stop it and require it to return within a second."""
-    collector = Collector()
-    stop = threading.Event()
-    thread = threading.Thread(target=source.run, args=(collector, stop), daemon=True)
-    thread.start()
-    try:
-        yield collector
-    finally:
-        stop.set()
-        thread.join(1.0)
-        assert not thread.is_alive(), "KubeSource.run did not return within 1 s of stop"
 
 
 def source(em: ApiServerEmulator, **kwargs: Any) -> KubeSource:

@@ -27,7 +27,7 @@ def machine_states(draw: st.DrawFn) -> dict[int, NUMAMemory]:
     topology = machine(sockets=NODES, threads=1, cores_per_numa=1, memory_gib=4, hugepages_2m=512)
     state = default_machine_state(topology, {})
     unused = list(range(NODES))
-    while unused and draw(st.booleans()):
+    while unused and bool(draw(st.booleans())):
         size = draw(st.integers(1, min(3, len(unused))))
         group = tuple(sorted(draw(st.permutations(unused))[:size]))
         unused = [n for n in unused if n not in group]
@@ -53,11 +53,17 @@ def reusables(draw: st.DrawFn) -> dict[tuple[int, ...], dict[str, int]]:
     return {numa: {"memory": draw(st.integers(0, 4 * 1024)) * MIB}} if draw(st.booleans()) else {}
 
 
-def listed_hints(state: dict[int, NUMAMemory], wanted: dict[str, int], reusable: dict[tuple[int, ...], dict[str, int]]):  # type: ignore[no-untyped-def]
+def listed_hints(
+    state: dict[int, NUMAMemory], wanted: dict[str, int], reusable: dict[tuple[int, ...], dict[str, int]]
+) -> dict[str, list[TopologyHint]]:
     """The kubelet's listing (the policy without NUMA info), with the pod's reusable init memory injected."""
     policy = StaticMemoryPolicy()
     policy._reusable["pod"] = dict(reusable)  # the state a finished init container leaves behind
-    return policy.calculate_hints(state, "pod", wanted)
+    listed: dict[str, list[TopologyHint]] = {}
+    for resource, hints in policy.calculate_hints(state, "pod", wanted).items():
+        assert isinstance(hints, list)
+        listed[resource] = hints
+    return listed
 
 
 @settings(max_examples=150, deadline=None)
@@ -70,10 +76,9 @@ def test_lattice_hints_equal_the_listing(
     lattice = lattice_memory_hints(state, wanted, reusable, numa_info)
     assert set(listed) == set(lattice)
     for resource, hints in listed.items():
-        assert isinstance(hints, list)
         assert HintList.from_hints(hints, numa_info) == lattice[resource]
     if listed:
-        inside = [h for h in listed["memory"] if (h.affinity or 0) & within == within]  # type: ignore[union-attr]
+        inside = [h for h in listed["memory"] if (h.affinity or 0) & within == within]
         expected = min(
             inside, key=lambda h: (not h.preferred, (h.affinity or 0).bit_count(), h.affinity), default=None
         )
