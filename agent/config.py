@@ -104,8 +104,14 @@ _CHOICES = {
 }
 _MAPS = ("cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "kubeReserved", "systemReserved", "evictionHard")
 _DURATIONS = ("cpuCFSQuotaPeriod", "reconcilePeriod", "podResyncPeriod")
-_STRINGS = ("reservedSystemCPUs", "nodeName", "cgroupRoot", "stateDir", "kubeletCPUManagerStatePath",
-            "metricsBindAddress")
+_STRINGS = (
+    "reservedSystemCPUs",
+    "nodeName",
+    "cgroupRoot",
+    "stateDir",
+    "kubeletCPUManagerStatePath",
+    "metricsBindAddress",
+)
 
 #: Every key the configuration file may hold.
 CONFIG_KEYS = tuple(sorted({*_CHOICES, *_MAPS, *_DURATIONS, *_STRINGS, "reservedMemory", "dryRun"}))
@@ -113,11 +119,11 @@ CONFIG_KEYS = tuple(sorted({*_CHOICES, *_MAPS, *_DURATIONS, *_STRINGS, "reserved
 
 def _duration(key: str, value: object) -> timedelta:
     if not isinstance(value, str):
-        raise ConfigError(f"{key}: {value!r} is not a duration such as \"10s\"")
+        raise ConfigError(f'{key}: {value!r} is not a duration such as "10s"')
     try:
         result: timedelta = durationpy.from_str(value)
     except Exception as err:  # durationpy raises its own exception types
-        raise ConfigError(f"{key}: {value!r} is not a duration such as \"10s\" ({err})") from err
+        raise ConfigError(f'{key}: {value!r} is not a duration such as "10s" ({err})') from err
     return result
 
 
@@ -177,7 +183,7 @@ def _check_reserved_memory_sums(config: AgentConfig, eviction_memory: int) -> No
             expected += eviction_memory
         if totals.get(name, 0) != expected:
             raise ConfigError(
-                f"reservedMemory: the total amount {totals.get(name, 0)} of type \"{name}\" is not equal to the "
+                f'reservedMemory: the total amount {totals.get(name, 0)} of type "{name}" is not equal to the '
                 f"value {expected} determined by Node Allocatable (kubeReserved + systemReserved"
                 f"{' + evictionHard memory.available' if name == 'memory' else ''})"
             )
@@ -224,8 +230,17 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
         raise ConfigError(f"reservedSystemCPUs: {err}") from err
 
     eviction = dict(data.get("evictionHard") or {"memory.available": "100Mi"})
-    unknown_signals = sorted(set(eviction) - {"memory.available", "nodefs.available", "nodefs.inodesFree",
-                                              "imagefs.available", "imagefs.inodesFree", "pid.available"})
+    unknown_signals = sorted(
+        set(eviction)
+        - {
+            "memory.available",
+            "nodefs.available",
+            "nodefs.inodesFree",
+            "imagefs.available",
+            "imagefs.inodesFree",
+            "pid.available",
+        }
+    )
     if unknown_signals:
         raise ConfigError(f"evictionHard.{unknown_signals[0]}: unknown eviction signal")
     eviction_memory = 0
@@ -247,7 +262,9 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
     config = AgentConfig(
         cpu_manager_policy=data.get("cpuManagerPolicy", "static"),
         cpu_policy_options=cpu_options,
-        cpu_policy_options_raw=MappingProxyType({k: str(v) for k, v in (data.get("cpuManagerPolicyOptions") or {}).items()}),
+        cpu_policy_options_raw=MappingProxyType(
+            {k: str(v) for k, v in (data.get("cpuManagerPolicyOptions") or {}).items()}
+        ),
         memory_manager_policy=data.get("memoryManagerPolicy", "None"),
         topology_manager_policy=data.get("topologyManagerPolicy", "best-effort"),
         topology_manager_scope=data.get("topologyManagerScope", "pod"),
@@ -264,7 +281,9 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
         reconcile_period=reconcile.total_seconds(),
         pod_resync_period=resync.total_seconds(),
         state_dir=Path(data.get("stateDir", "/var/lib/podpin")),
-        kubelet_cpu_manager_state_path=Path(data.get("kubeletCPUManagerStatePath", "/var/lib/kubelet/cpu_manager_state")),
+        kubelet_cpu_manager_state_path=Path(
+            data.get("kubeletCPUManagerStatePath", "/var/lib/kubelet/cpu_manager_state")
+        ),
         dry_run=bool(data.get("dryRun", False)),
         metrics_bind_address=data.get("metricsBindAddress", "0.0.0.0:9363"),
         log_level=data.get("logLevel", "info"),

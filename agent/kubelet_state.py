@@ -44,10 +44,14 @@ def parse_kubelet_cpu_policy(text: str, path: str = "cpu_manager_state") -> Kube
         if isinstance(data, str):
             document = json.loads(data)
     except (ValueError, TypeError) as err:
-        return KubeletCPUPolicy(None, True, f"{path}: cannot parse the kubelet CPU manager state ({err}); not writing cpusets to be safe")
+        return KubeletCPUPolicy(
+            None, True, f"{path}: cannot parse the kubelet CPU manager state ({err}); not writing cpusets to be safe"
+        )
     policy = _key(document, "policyName") if isinstance(document, Mapping) else None
     if not isinstance(policy, str):
-        return KubeletCPUPolicy(None, True, f"{path}: no policyName in the kubelet CPU manager state; not writing cpusets to be safe")
+        return KubeletCPUPolicy(
+            None, True, f"{path}: no policyName in the kubelet CPU manager state; not writing cpusets to be safe"
+        )
     if policy.lower() == "static":
         return KubeletCPUPolicy(
             policy,
@@ -65,10 +69,16 @@ def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
     except FileNotFoundError:
         return KubeletCPUPolicy(None, False, f"{path}: not present (no kubelet CPU manager state mounted)")
     except OSError as err:
-        return KubeletCPUPolicy(None, True, f"{path}: cannot read the kubelet CPU manager state ({err.strerror or err}); not writing cpusets to be safe")
+        return KubeletCPUPolicy(
+            None,
+            True,
+            f"{path}: cannot read the kubelet CPU manager state ({err.strerror or err}); not writing cpusets to be safe",
+        )
     except UnicodeDecodeError as err:
         return KubeletCPUPolicy(
-            None, True, f"{path}: cannot parse the kubelet CPU manager state (not UTF-8 text: {err.reason} at byte "
-            f"{err.start}); not writing cpusets to be safe"
+            None,
+            True,
+            f"{path}: cannot parse the kubelet CPU manager state (not UTF-8 text: {err.reason} at byte "
+            f"{err.start}); not writing cpusets to be safe",
         )
     return parse_kubelet_cpu_policy(text, str(path))

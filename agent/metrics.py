@@ -304,6 +304,7 @@ class AgentMetrics:
         ProcessCollector(registry=registry)
         self.plan_collector = PlanCollector(snapshot)
         registry.register(self.plan_collector)
+
         def counter(name: str, documentation: str, *labels: str) -> Counter:
             return Counter(name, documentation, labels, namespace=NAMESPACE, registry=registry)
 
@@ -325,7 +326,9 @@ class AgentMetrics:
         )
         self.drift_repairs = counter("drift_repairs", "cgroup values changed by someone else and rewritten.")
         self.pin_latency = histogram(
-            "pin_latency_seconds", "Time from seeing a container to its cgroups written and verified.", PIN_LATENCY_BUCKETS
+            "pin_latency_seconds",
+            "Time from seeing a container to its cgroups written and verified.",
+            PIN_LATENCY_BUCKETS,
         )
         self.reconcile_duration = histogram(
             "reconcile_duration_seconds", "Duration of one reconcile pass.", RECONCILE_BUCKETS

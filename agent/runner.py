@@ -144,7 +144,10 @@ class Agent:
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)  # type: ignore[arg-type]
         try:
             self.server = AgentServer(
-                self.config.metrics_bind_address, self.metrics.registry, health=self.health, ready=self.ready,
+                self.config.metrics_bind_address,
+                self.metrics.registry,
+                health=self.health,
+                ready=self.ready,
                 state=self.state,
             )
         except ValueError as err:  # a --metrics-bind-address the configuration file never validated
@@ -283,9 +286,16 @@ class Agent:
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
         if not self.options.once and self.config.cgroup_watch != "off":
             self.watcher.start()
-        self.log.info("agent.started", dry_run=self.config.dry_run, cgroup_root=str(self.config.cgroup_root),
-                      driver=str(self.layout.driver), watcher=self.watcher.mode if self.config.cgroup_watch != "off" else "off", online=str(self.topology.online_cpus),
-                      metrics=self.metrics_address, once=self.options.once)
+        self.log.info(
+            "agent.started",
+            dry_run=self.config.dry_run,
+            cgroup_root=str(self.config.cgroup_root),
+            driver=str(self.layout.driver),
+            watcher=self.watcher.mode if self.config.cgroup_watch != "off" else "off",
+            online=str(self.topology.online_cpus),
+            metrics=self.metrics_address,
+            once=self.options.once,
+        )
         try:
             return self._loop()
         finally:
@@ -349,6 +359,7 @@ class Agent:
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop the loop (main thread only)."""
+
         def _stop(signum: int, _frame: object) -> None:
             self.log.info("agent.stopping", signal=signal.Signals(signum).name)
             self.stop()

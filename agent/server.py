@@ -141,7 +141,9 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, _JSON, (document + "\n").encode()
         return 404, _TEXT, f"{path} not found; this server answers {', '.join(PATHS)}\n".encode()
 
-    def _send(self, status: int, content_type: str, body: bytes, *, head: bool, extra: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, content_type: str, body: bytes, *, head: bool, extra: dict[str, str] | None = None
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -212,7 +214,9 @@ class AgentServer:
         try:
             server = _Server((host, port), family, self._registry, self._health, self._ready, self._state)
         except OSError as err:
-            raise BindError(err.errno, f"metricsBindAddress {self.address}: cannot listen: {err.strerror or err}") from err
+            raise BindError(
+                err.errno, f"metricsBindAddress {self.address}: cannot listen: {err.strerror or err}"
+            ) from err
         thread = threading.Thread(
             target=server.serve_forever, kwargs={"poll_interval": _POLL_INTERVAL}, name="podpin-http", daemon=True
         )

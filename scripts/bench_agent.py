@@ -52,18 +52,34 @@ def pods() -> list[dict[str, Any]]:
     """The 110 pods: 20 pod-level, 20 classic Guaranteed, 70 Burstable, all running on node-1."""
     result = []
     for i in range(20):
-        result.append(make_pod(
-            f"mesh-{i}", containers=[("main", "2", "2", "1Gi", "1Gi")],
-            init_containers=[sidecar(("proxy", "100m", "500m", "128Mi", "256Mi"))],
-            pod_resources=("3", "3", "2Gi", "2Gi"), states={"main": "running", "proxy": "running"},
-            creation_timestamp=f"2026-01-01T00:00:{i:02d}Z",
-        ))
+        result.append(
+            make_pod(
+                f"mesh-{i}",
+                containers=[("main", "2", "2", "1Gi", "1Gi")],
+                init_containers=[sidecar(("proxy", "100m", "500m", "128Mi", "256Mi"))],
+                pod_resources=("3", "3", "2Gi", "2Gi"),
+                states={"main": "running", "proxy": "running"},
+                creation_timestamp=f"2026-01-01T00:00:{i:02d}Z",
+            )
+        )
     for i in range(20):
-        result.append(make_pod(f"cache-{i}", containers=[("redis", "1", "1", "1Gi", "1Gi")],
-                               states={"redis": "running"}, creation_timestamp=f"2026-01-01T00:01:{i:02d}Z"))
+        result.append(
+            make_pod(
+                f"cache-{i}",
+                containers=[("redis", "1", "1", "1Gi", "1Gi")],
+                states={"redis": "running"},
+                creation_timestamp=f"2026-01-01T00:01:{i:02d}Z",
+            )
+        )
     for i in range(70):
-        result.append(make_pod(f"web-{i}", containers=[("app", "100m", "1", "128Mi", "256Mi")],
-                               states={"app": "running"}, creation_timestamp=f"2026-01-01T00:02:{i:02d}Z"))
+        result.append(
+            make_pod(
+                f"web-{i}",
+                containers=[("app", "100m", "1", "128Mi", "256Mi")],
+                states={"app": "running"},
+                creation_timestamp=f"2026-01-01T00:02:{i:02d}Z",
+            )
+        )
     return result
 
 
@@ -121,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"podpin run, {result['admitted']}/{result['pods']} pods admitted, ready after {result['ready_seconds']} s, "
-          f"sampled {result['seconds']} s ({result['python']})")
+    print(
+        f"podpin run, {result['admitted']}/{result['pods']} pods admitted, ready after {result['ready_seconds']} s, "
+        f"sampled {result['seconds']} s ({result['python']})"
+    )
     print(f"{'measure':<22}{'value':>10}{'goal':>10}")
     print(f"{'RSS max (MiB)':<22}{result['rss_mib_max']:>10}{RSS_GOAL_MIB:>10}")
     print(f"{'RSS median (MiB)':<22}{result['rss_mib_median']:>10}{'':>10}")

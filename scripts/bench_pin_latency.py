@@ -95,8 +95,12 @@ def _agent_buckets(agent: Agent) -> list[tuple[float, float]]:
 
 def _pods(n: int) -> list[dict[str, Any]]:
     return [
-        make_pod(f"svc-{i:03d}", containers=[("app", "1", "1", "256Mi", "256Mi")], states={"app": "running"},
-                 creation_timestamp=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z")
+        make_pod(
+            f"svc-{i:03d}",
+            containers=[("app", "1", "1", "256Mi", "256Mi")],
+            states={"app": "running"},
+            creation_timestamp=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
+        )
         for i in range(n)
     ]
 
@@ -113,8 +117,14 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     thread = threading.Thread(target=agent.run, name="agent", daemon=True)
     thread.start()
     try:
-        wait_until(lambda: agent.reconciler.passes > 0 and all(
-            agent.reconciler.planner.is_admitted(raw["metadata"]["uid"]) for raw in pods), 30.0, "every pod admitted")
+        wait_until(
+            lambda: (
+                agent.reconciler.passes > 0
+                and all(agent.reconciler.planner.is_admitted(raw["metadata"]["uid"]) for raw in pods)
+            ),
+            30.0,
+            "every pod admitted",
+        )
         snapshot = agent.reconciler.snapshot
         assert snapshot is not None
         planned = {pod.uid: str(pod.container("app").cpus) for pod in snapshot.plan.pods}
@@ -131,8 +141,11 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
                     raise SystemExit(f"{target} did not get {want} within {args.timeout}s")
                 time.sleep(_POLL)
             observed.append(time.perf_counter() - start)
-        wait_until(lambda: (agent.metrics.registry.get_sample_value("podpin_pin_latency_seconds_count") or 0)
-                   >= len(pods), 5.0, "the agent's histogram")
+        wait_until(
+            lambda: (agent.metrics.registry.get_sample_value("podpin_pin_latency_seconds_count") or 0) >= len(pods),
+            5.0,
+            "the agent's histogram",
+        )
         buckets = _agent_buckets(agent)
         mode = agent.watcher.mode
     finally:
@@ -160,8 +173,11 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--pods", type=int, default=100, help="new containers to pin, one pod each (default: 100)")
-    parser.add_argument("--machine", default="intel-spr-2s-snc2",
-                        help="sysfs_builder machine, with more CPUs than --pods (default: %(default)s, 112 CPUs)")
+    parser.add_argument(
+        "--machine",
+        default="intel-spr-2s-snc2",
+        help="sysfs_builder machine, with more CPUs than --pods (default: %(default)s, 112 CPUs)",
+    )
     parser.add_argument("--driver", choices=("systemd", "cgroupfs"), default="systemd", help="kubelet cgroup driver")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds one container may take (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -173,13 +189,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(row, sort_keys=True))
         return 0
-    print(f"pin latency over {row['containers']} new containers: {row['machine']} ({row['cpus']} CPUs), "
-          f"{row['driver']} driver, {row['watcher']} watcher, fixture tree {'on tmpfs' if row['tmpfs'] else 'on disk'}")
+    print(
+        f"pin latency over {row['containers']} new containers: {row['machine']} ({row['cpus']} CPUs), "
+        f"{row['driver']} driver, {row['watcher']} watcher, fixture tree {'on tmpfs' if row['tmpfs'] else 'on disk'}"
+    )
     print(f"{'':34}{'median':>10}{'p99':>10}")
-    print(f"{'mkdir -> cpuset.cpus (polled)':34}{row['observed_median_ms']:>8.3f}ms{row['observed_p99_ms']:>8.3f}ms"
-          f"   (max {row['observed_max_ms']:.3f} ms)")
-    print(f"{'podpin_pin_latency_seconds':34}{row['agent_median_ms']:>8.3f}ms{row['agent_p99_ms']:>8.3f}ms"
-          f"   (mean {row['agent_mean_ms']} ms over {row['agent_count']})")
+    print(
+        f"{'mkdir -> cpuset.cpus (polled)':34}{row['observed_median_ms']:>8.3f}ms{row['observed_p99_ms']:>8.3f}ms"
+        f"   (max {row['observed_max_ms']:.3f} ms)"
+    )
+    print(
+        f"{'podpin_pin_latency_seconds':34}{row['agent_median_ms']:>8.3f}ms{row['agent_p99_ms']:>8.3f}ms"
+        f"   (mean {row['agent_mean_ms']} ms over {row['agent_count']})"
+    )
     return 0
 
 

@@ -210,8 +210,14 @@ class AgentNode:
         """
         target = self.container_cgroup(raw, name)
         staging = self.tree.mkcgroup(target.parent / f"staging-{name}", procs="4242\n")
-        limit = next((_cpu_limit(c) for c in [*raw["spec"].get("initContainers", []), *raw["spec"]["containers"]]
-                      if c["name"] == name), None)
+        limit = next(
+            (
+                _cpu_limit(c)
+                for c in [*raw["spec"].get("initContainers", []), *raw["spec"]["containers"]]
+                if c["name"] == name
+            ),
+            None,
+        )
         (staging / "cpu.max").write_text(_quota(limit))
         os.rename(staging, target)
         return target
@@ -285,9 +291,18 @@ class AgentNode:
     def cli_args(self, *extra: str, pods_dir: bool = True) -> list[str]:
         """The argv of ``podpin run`` over this node."""
         args = [
-            PODPIN, "run", "--config", str(self.config_path), "--sysfs-root", str(self.sysfs),
-            "--cgroup-root", str(self.tree.root), "--state-dir", str(self.state_dir),
-            "--metrics-bind-address", "127.0.0.1:0",
+            PODPIN,
+            "run",
+            "--config",
+            str(self.config_path),
+            "--sysfs-root",
+            str(self.sysfs),
+            "--cgroup-root",
+            str(self.tree.root),
+            "--state-dir",
+            str(self.state_dir),
+            "--metrics-bind-address",
+            "127.0.0.1:0",
         ]
         if pods_dir:
             args += ["--pods-dir", str(self.pods_dir)]
@@ -298,14 +313,21 @@ class AgentNode:
     ) -> subprocess.CompletedProcess[str]:
         """Run ``podpin run ... --once``-style to completion; stdout and stderr captured as text."""
         return subprocess.run(
-            self.cli_args(*extra, pods_dir=pods_dir), capture_output=True, text=True, timeout=timeout, env=_env(env),
+            self.cli_args(*extra, pods_dir=pods_dir),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=_env(env),
             check=False,
         )
 
     def spawn(self, *extra: str, env: Mapping[str, str] | None = None, pods_dir: bool = True) -> Spawned:
         """Start ``podpin run`` in the background; its log lines are collected as they come."""
         process = subprocess.Popen(
-            self.cli_args(*extra, pods_dir=pods_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            self.cli_args(*extra, pods_dir=pods_dir),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
             env=_env(env),
         )
         return Spawned(process)

@@ -170,9 +170,7 @@ def make_pod(
     if init:
         spec["initContainers"] = init
     if pod_resources is not None:
-        spec["resources"] = (
-            dict(pod_resources) if isinstance(pod_resources, Mapping) else resources(*pod_resources)
-        )
+        spec["resources"] = dict(pod_resources) if isinstance(pod_resources, Mapping) else resources(*pod_resources)
     if node_name is not None:
         spec["nodeName"] = node_name
     if os_name is not None:

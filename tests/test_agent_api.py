@@ -23,8 +23,12 @@ from podfactory import make_pod
 
 def gu(name: str, cpus: str = "2", *, ts: int = 1, states: dict[str, str] | None = None) -> dict[str, Any]:
     """A Guaranteed pod with one container ``app``, running unless ``states`` says otherwise."""
-    return make_pod(name, containers=[("app", cpus, cpus, "1Gi", "1Gi")], states=states or {"app": "running"},
-                    creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z")
+    return make_pod(
+        name,
+        containers=[("app", cpus, cpus, "1Gi", "1Gi")],
+        states=states or {"app": "running"},
+        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
+    )
 
 
 @pytest.fixture
@@ -67,18 +71,25 @@ def test_rejection_is_one_warning_with_the_kubelet_reason_and_message(node: Agen
     with capture_logs() as logs, running(agent_for(node, api)) as agent:
         wait_until(lambda: api.events, what="the Event")
         _more_passes(agent, 3)
-    message = ("Allocate failed due to not enough cpus available to satisfy request: requested=9, available=0, "
-               "which is unexpected")
+    message = (
+        "Allocate failed due to not enough cpus available to satisfy request: requested=9, available=0, "
+        "which is unexpected"
+    )
     assert ([("huge", "Warning", "UnexpectedAdmissionError", message, 1)], [message]) == (
-        events(api), [e["message"] for e in lines(logs, "pod.rejected")]
+        events(api),
+        [e["message"] for e in lines(logs, "pod.rejected")],
     )
 
 
 def test_pinned_is_posted_once_and_not_again_after_a_restart(node: AgentNode, api: ApiServerEmulator) -> None:
     """One Normal Pinned summary per pod: not on every resync, not again when the agent restarts."""
-    db = make_pod("db", containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
-                  pod_resources=("5", "5", "2Gi", "2Gi"), states={"db": "running", "proxy": "running"},
-                  creation_timestamp="2026-01-01T00:00:01Z")
+    db = make_pod(
+        "db",
+        containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
+        pod_resources=("5", "5", "2Gi", "2Gi"),
+        states={"db": "running", "proxy": "running"},
+        creation_timestamp="2026-01-01T00:00:01Z",
+    )
     add(node, api, db)
     with running(agent_for(node, api)) as agent:
         wait_until(lambda: api.events, what="the Event")
@@ -147,10 +158,14 @@ def test_events_that_cannot_be_posted_never_block_pinning(node: AgentNode, api: 
     with running(agent_for(node, api)) as agent:
         wait_until(lambda: all(node.cpus(raw, "app") for raw in pods[:4]), what="every pod pinned")
         wait_until(lambda: sample(agent, "podpin_events_total", type="Normal", result="failed") == 4.0, what="counts")
-        counted = (sample(agent, "podpin_events_total", type="Normal", result="failed"),
-                   sample(agent, "podpin_events_total", type="Warning", result="failed"))
+        counted = (
+            sample(agent, "podpin_events_total", type="Normal", result="failed"),
+            sample(agent, "podpin_events_total", type="Warning", result="failed"),
+        )
     assert (["1,17", "2,18", "3,19", "4,20"], (4.0, 1.0), []) == (
-        [node.cpus(raw, "app") for raw in pods[:4]], counted, api.events
+        [node.cpus(raw, "app") for raw in pods[:4]],
+        counted,
+        api.events,
     )
 
 
@@ -166,5 +181,7 @@ def test_cli_once_with_kubeconfig_from_the_environment(node: AgentNode, api: Api
     result = node.cli("--once", env={"KUBECONFIG": str(path)}, pods_dir=False)
     rejections = [e[:3] for e in events(api) if e[2] != "PodpinPinningFailed"]
     assert (0, "1,17", [("huge", "Warning", "UnexpectedAdmissionError")]) == (
-        result.returncode, node.cpus(gu("web"), "app"), rejections
+        result.returncode,
+        node.cpus(gu("web"), "app"),
+        rejections,
     )

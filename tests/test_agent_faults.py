@@ -52,8 +52,13 @@ def _ts(n: int) -> str:
 
 def gu(name: str, cpus: str = "2", *, states: dict[str, str] | None = None, ts: int = 5, **kw: Any) -> dict[str, Any]:
     """A Guaranteed pod with one container ``app`` (running unless ``states`` says otherwise)."""
-    return make_pod(name, containers=[("app", cpus, cpus, "1Gi", "1Gi")], states=states or {"app": "running"},
-                    creation_timestamp=_ts(ts), **kw)
+    return make_pod(
+        name,
+        containers=[("app", cpus, cpus, "1Gi", "1Gi")],
+        states=states or {"app": "running"},
+        creation_timestamp=_ts(ts),
+        **kw,
+    )
 
 
 KEEPER = gu("keeper", ts=1)
@@ -120,9 +125,11 @@ class Case:
 # -- setups --------------------------------------------------------------------------------------
 def malformed(raw: dict[str, Any]) -> Callable[[Ctx], None]:
     """Add a pod the agent cannot read (no cgroups: it never got as far as a pod model)."""
+
     def setup(ctx: Ctx) -> None:
         ctx.api.add_pod(raw)
         ctx.node.write_manifest(raw)
+
     return setup
 
 
@@ -158,27 +165,33 @@ VICTIM = gu("victim", ts=3)
 
 def write_fault(file: str, code: int, *, level: str = "container") -> Callable[[Ctx], None]:
     """``victim``'s container (or pod) cgroup fails writes of ``file`` with ``code``."""
+
     def setup(ctx: Ctx) -> None:
         ctx.pod(VICTIM)
         cgroup = ctx.container(VICTIM) if level == "container" else ctx.node.pod_cgroup(VICTIM)
         ctx.faults.write_errors[cgroup / file] = code  # type: ignore[index]
+
     return setup
 
 
 def vanish(level: str) -> Callable[[Ctx], None]:
     """``victim``'s container (or whole pod) cgroup is removed just before its cpuset.cpus is written."""
+
     def setup(ctx: Ctx) -> None:
         ctx.pod(VICTIM)
         cgroup = ctx.container(VICTIM) if level == "container" else ctx.node.pod_cgroup(VICTIM)
         ctx.faults.before_write[cgroup / "cpuset.cpus"] = remove_cgroup(cgroup)  # type: ignore[index]
+
     return setup
 
 
 def read_fault(code: int) -> Callable[[Ctx], None]:
     """Reading ``victim``'s container ``cpuset.cpus`` fails with ``code``."""
+
     def setup(ctx: Ctx) -> None:
         ctx.pod(VICTIM)
         ctx.faults.read_errors[ctx.container(VICTIM) / "cpuset.cpus"] = code  # type: ignore[index]
+
     return setup
 
 
@@ -208,6 +221,7 @@ def root_lacks_cpus(ctx: Ctx) -> None:
 
 def checkpoint(text: bytes | None) -> Callable[[Ctx], None]:
     """Replace the checkpoint with ``text`` (None: a directory in its place), and add ``victim``."""
+
     def setup(ctx: Ctx) -> None:
         path = ctx.node.state_dir / "podpin_state.json"
         path.unlink()
@@ -216,6 +230,7 @@ def checkpoint(text: bytes | None) -> Callable[[Ctx], None]:
         else:
             path.write_bytes(text)
         ctx.pod(VICTIM)
+
     return setup
 
 
@@ -246,6 +261,7 @@ def state_dir_unwritable(ctx: Ctx) -> None:
 
 def kubelet_state(content: bytes | None) -> Callable[[Ctx], None]:
     """The kubelet's ``cpu_manager_state`` holds ``content`` (None: a directory, unreadable as a file)."""
+
     def setup(ctx: Ctx) -> None:
         path = ctx.node.kubelet_state
         path.parent.mkdir(exist_ok=True)
@@ -254,14 +270,17 @@ def kubelet_state(content: bytes | None) -> Callable[[Ctx], None]:
         else:
             path.write_bytes(content)
         ctx.pod(VICTIM)
+
     return setup
 
 
 def api_fails(n: int, status: int, method: str) -> Callable[[Ctx], None]:
     """The next ``n`` ``method`` requests get HTTP ``status`` (a POST case adds a pod whose Warning fails)."""
+
     def setup(ctx: Ctx) -> None:
         ctx.pod(VICTIM if method == "GET" else gu("huge", "40", ts=3))
         ctx.api.fail_next(n, status, method=method)
+
     return setup
 
 
@@ -329,15 +348,24 @@ def _malformed(id_: str, raw: dict[str, Any], field_: str, reason: str = "spec")
 
 
 def _rejected(id_: str, raw: dict[str, Any], reason: str, config: dict[str, Any] | None = None) -> Case:
-    return Case(id_, plain(raw), ("pod.rejected", {"pod": raw["metadata"]["name"], "reason": reason}),
-                ("podpin_admission_errors_total", {"reason": reason}, 1.0), ((raw["metadata"]["name"], reason),),
-                config=config or {})
+    return Case(
+        id_,
+        plain(raw),
+        ("pod.rejected", {"pod": raw["metadata"]["name"], "reason": reason}),
+        ("podpin_admission_errors_total", {"reason": reason}, 1.0),
+        ((raw["metadata"]["name"], reason),),
+        config=config or {},
+    )
 
 
 def _id_case(id_: str, container_id: str) -> Case:
-    return Case(id_, bad_status_id(container_id),
-                ("pod.malformed", {"pod": "odd", "field": "status.containerStatuses[0].containerID"}),
-                ("podpin_malformed_pods_total", {"reason": "status"}, 1.0), (("odd", "PodpinInvalidPod"),))
+    return Case(
+        id_,
+        bad_status_id(container_id),
+        ("pod.malformed", {"pod": "odd", "field": "status.containerStatuses[0].containerID"}),
+        ("podpin_malformed_pods_total", {"reason": "status"}, 1.0),
+        (("odd", "PodpinInvalidPod"),),
+    )
 
 
 def _cgroup_error(id_: str, setup: Callable[[Ctx], None], file: str, result: str, level: str = "container") -> Case:
@@ -347,8 +375,13 @@ def _cgroup_error(id_: str, setup: Callable[[Ctx], None], file: str, result: str
 
 
 def _pinning_error(id_: str, setup: Callable[[Ctx], None], mismatch: bool = False) -> Case:
-    return Case(id_, setup, ("cgroup.error", {"pod": "victim", "cgroup_level": "container", "mismatch": mismatch}),
-                ("podpin_pinning_errors_total", {}, 1.0), (("victim", "PodpinPinningFailed"),))
+    return Case(
+        id_,
+        setup,
+        ("cgroup.error", {"pod": "victim", "cgroup_level": "container", "mismatch": mismatch}),
+        ("podpin_pinning_errors_total", {}, 1.0),
+        (("victim", "PodpinPinningFailed"),),
+    )
 
 
 def _state(id_: str, setup: Callable[[Ctx], None], log: str) -> Case:
@@ -356,27 +389,47 @@ def _state(id_: str, setup: Callable[[Ctx], None], log: str) -> Case:
 
 
 def _kubelet(id_: str, setup: Callable[[Ctx], None]) -> Case:
-    return Case(id_, setup, ("kubelet.pinning", {"node": NODE, "policy": None}), ("podpin_kubelet_pinning", {}, 1.0),
-                (), status=3)
+    return Case(
+        id_,
+        setup,
+        ("kubelet.pinning", {"node": NODE, "policy": None}),
+        ("podpin_kubelet_pinning", {}, 1.0),
+        (),
+        status=3,
+    )
 
 
 _QUICK = {"reconcilePeriod": "300ms"}  # live cases wait for passes
 
 CASES = [
     # malformed pods: reported, never admitted, Warning PodpinInvalidPod
-    _malformed("bad-cpu-quantity", with_field(_POD, "spec.containers.0.resources.limits.cpu", "1.5.0"),
-               "spec.containers[0].resources.limits.cpu"),
-    _malformed("unknown-quantity-suffix", with_field(_POD, "spec.containers.0.resources.limits.memory", "1GB"),
-               "spec.containers[0].resources.limits.memory"),
-    _malformed("negative-quantity", with_field(_POD, "spec.containers.0.resources.requests.cpu", "-1"),
-               "spec.containers[0].resources.requests[cpu]"),
+    _malformed(
+        "bad-cpu-quantity",
+        with_field(_POD, "spec.containers.0.resources.limits.cpu", "1.5.0"),
+        "spec.containers[0].resources.limits.cpu",
+    ),
+    _malformed(
+        "unknown-quantity-suffix",
+        with_field(_POD, "spec.containers.0.resources.limits.memory", "1GB"),
+        "spec.containers[0].resources.limits.memory",
+    ),
+    _malformed(
+        "negative-quantity",
+        with_field(_POD, "spec.containers.0.resources.requests.cpu", "-1"),
+        "spec.containers[0].resources.requests[cpu]",
+    ),
     _malformed("containers-missing", with_field(_POD, "spec.containers", ...), "spec.containers"),
     _malformed("container-without-name", with_field(_POD, "spec.containers.0.name", ...), "spec.containers[0].name"),
-    _malformed("duplicate-container-names",
-               make_pod("bad", containers=[("app", "1", "1", "1Gi", "1Gi"), ("app", "1", "1", "1Gi", "1Gi")]),
-               "spec.containers[1].name"),
-    _malformed("request-above-limit", make_pod("bad", containers=[("app", "2", "1", "1Gi", "1Gi")]),
-               "spec.containers[0].resources.requests"),
+    _malformed(
+        "duplicate-container-names",
+        make_pod("bad", containers=[("app", "1", "1", "1Gi", "1Gi"), ("app", "1", "1", "1Gi", "1Gi")]),
+        "spec.containers[1].name",
+    ),
+    _malformed(
+        "request-above-limit",
+        make_pod("bad", containers=[("app", "2", "1", "1Gi", "1Gi")]),
+        "spec.containers[0].resources.requests",
+    ),
     _malformed("status-not-a-mapping", with_field(_POD, "status", "Running"), "status", "status"),
     _malformed("unknown-qos-class", with_field(_POD, "status", {"qosClass": "Gold"}), "status.qosClass", "status"),
     _malformed("uid-not-a-uuid", with_field(_POD, "metadata.uid", "../../kubepods"), "metadata.uid", "metadata"),
@@ -385,38 +438,72 @@ CASES = [
     _id_case("container-id-unknown-runtime", "rkt://" + "ab" * 32),
     _id_case("container-id-too-short", "containerd://abc123"),
     # impossible requests: rejected with the kubelet's reason, the pod runs in the node shared pool
-    _rejected("smt-alignment", gu("odd", "3"), "SMTAlignmentError",
-              {"cpuManagerPolicyOptions": {"full-pcpus-only": "true"}}),
-    _rejected("topology-affinity", gu("wide", "20"), "TopologyAffinityError",
-              {"topologyManagerPolicy": "single-numa-node"}),
-    _rejected("empty-pod-shared-pool",
-              make_pod("tight", containers=[("db", "2", "2", "1Gi", "1Gi"), ("proxy",)],
-                       pod_resources=("2", "2", "2Gi", "2Gi"), states={"db": "running", "proxy": "running"},
-                       creation_timestamp=_ts(3)),
-              "EmptyPodSharedPoolError"),
+    _rejected(
+        "smt-alignment", gu("odd", "3"), "SMTAlignmentError", {"cpuManagerPolicyOptions": {"full-pcpus-only": "true"}}
+    ),
+    _rejected(
+        "topology-affinity", gu("wide", "20"), "TopologyAffinityError", {"topologyManagerPolicy": "single-numa-node"}
+    ),
+    _rejected(
+        "empty-pod-shared-pool",
+        make_pod(
+            "tight",
+            containers=[("db", "2", "2", "1Gi", "1Gi"), ("proxy",)],
+            pod_resources=("2", "2", "2Gi", "2Gi"),
+            states={"db": "running", "proxy": "running"},
+            creation_timestamp=_ts(3),
+        ),
+        "EmptyPodSharedPoolError",
+    ),
     _rejected("more-cpus-than-the-machine", gu("huge", "40"), "UnexpectedAdmissionError"),
-    _rejected("no-cpus-left-for-a-shared-init-container",
-              make_pod("init", containers=[("app",)],
-                       init_containers=[sidecar(("mesh", "2", "2", "1Gi", "1Gi")), ("setup",)],
-                       pod_resources=("2", "2", "2Gi", "2Gi"), creation_timestamp=_ts(3)),
-              "EmptyPodSharedPoolError"),
+    _rejected(
+        "no-cpus-left-for-a-shared-init-container",
+        make_pod(
+            "init",
+            containers=[("app",)],
+            init_containers=[sidecar(("mesh", "2", "2", "1Gi", "1Gi")), ("setup",)],
+            pod_resources=("2", "2", "2Gi", "2Gi"),
+            creation_timestamp=_ts(3),
+        ),
+        "EmptyPodSharedPoolError",
+    ),
     # cgroup faults: one cgroup fails, everything else is written
-    Case("container-vanishes-mid-write", vanish("container"),
-         ("cgroup.vanished", {"pod": "victim", "container": "app"}),
-         ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "ENOENT"}, 1.0), ()),
-    Case("pod-vanishes-mid-write", vanish("pod"), ("cgroup.vanished", {"pod": "victim", "cgroup_level": "pod"}),
-         ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "ENOENT"}, 1.0), ()),
+    Case(
+        "container-vanishes-mid-write",
+        vanish("container"),
+        ("cgroup.vanished", {"pod": "victim", "container": "app"}),
+        ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "ENOENT"}, 1.0),
+        (),
+    ),
+    Case(
+        "pod-vanishes-mid-write",
+        vanish("pod"),
+        ("cgroup.vanished", {"pod": "victim", "cgroup_level": "pod"}),
+        ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "ENOENT"}, 1.0),
+        (),
+    ),
     _cgroup_error("ebusy-on-container-cpuset", write_fault("cpuset.cpus", errno.EBUSY), "cpuset.cpus", "EBUSY"),
     _cgroup_error("einval-on-cpu-max", write_fault("cpu.max", errno.EINVAL), "cpu.max", "EINVAL"),
-    _cgroup_error("einval-on-pod-cpuset", write_fault("cpuset.cpus", errno.EINVAL, level="pod"),
-                  "cpuset.cpus", "EINVAL", "pod"),
-    _cgroup_error("enospc-on-pod-cpu-max", write_fault("cpu.max", errno.ENOSPC, level="pod"),
-                  "cpu.max", "ENOSPC", "pod"),
-    Case("ebusy-on-qos-level", qos_busy, ("cgroup.error", {"cgroup_level": "qos"}),
-         ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "EBUSY"}, 1.0), ()),
-    Case("kernel-erange-beyond-root-cpus", root_lacks_cpus, ("cgroup.error", {"cgroup_level": "qos"}),
-         ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "ERANGE"}, 4.0),
-         (("keeper", "PodpinPinningFailed"), ("victim", "PodpinPinningFailed"))),
+    _cgroup_error(
+        "einval-on-pod-cpuset", write_fault("cpuset.cpus", errno.EINVAL, level="pod"), "cpuset.cpus", "EINVAL", "pod"
+    ),
+    _cgroup_error(
+        "enospc-on-pod-cpu-max", write_fault("cpu.max", errno.ENOSPC, level="pod"), "cpu.max", "ENOSPC", "pod"
+    ),
+    Case(
+        "ebusy-on-qos-level",
+        qos_busy,
+        ("cgroup.error", {"cgroup_level": "qos"}),
+        ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "EBUSY"}, 1.0),
+        (),
+    ),
+    Case(
+        "kernel-erange-beyond-root-cpus",
+        root_lacks_cpus,
+        ("cgroup.error", {"cgroup_level": "qos"}),
+        ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "ERANGE"}, 4.0),
+        (("keeper", "PodpinPinningFailed"), ("victim", "PodpinPinningFailed")),
+    ),
     _pinning_error("eio-reading-cpuset", read_fault(errno.EIO)),
     _pinning_error("garbage-in-cpu-max", garbage_cpu_max),
     _pinning_error("kernel-ignores-the-write", ignored_write, mismatch=True),
@@ -431,25 +518,63 @@ CASES = [
     _kubelet("kubelet-state-not-json", kubelet_state(b"{not json")),
     _kubelet("kubelet-state-not-utf8", kubelet_state(b"\xff\xfe{}")),
     _kubelet("kubelet-state-unreadable", kubelet_state(None)),
-    Case("kubelet-turns-static-while-running", lambda ctx: None, ("kubelet.pinning", {"policy": "static"}),
-         ("podpin_kubelet_pinning", {}, 1.0), (), live=kubelet_turns_static, config=_QUICK),
+    Case(
+        "kubelet-turns-static-while-running",
+        lambda ctx: None,
+        ("kubelet.pinning", {"policy": "static"}),
+        ("podpin_kubelet_pinning", {}, 1.0),
+        (),
+        live=kubelet_turns_static,
+        config=_QUICK,
+    ),
     # the API server: errors and disconnects are retried; Events that cannot be posted never block pinning
-    Case("pod-list-fails-twice", api_fails(2, 500, "GET"),
-         ("watch.list_failed", {"error": "HTTP 500 Internal Server Error"}),
-         ("podpin_source_errors_total", {}, 2.0), ()),
-    Case("event-post-fails", api_fails(1, 500, "POST"), ("event.failed", {"reason": "UnexpectedAdmissionError"}),
-         ("podpin_events_total", {"type": "Warning", "result": "failed"}, 1.0), ()),
-    Case("event-post-forbidden", api_fails(1, 403, "POST"), ("event.failed", {"error": "HTTP 403 Forbidden"}),
-         ("podpin_events_total", {"type": "Warning", "result": "failed"}, 1.0), ()),
-    Case("watch-cut-mid-stream", lambda ctx: None, ("watch.failed", {"node": NODE}),
-         ("podpin_source_errors_total", {}, 1.0), (), live=drop_watch_then_add, config=_QUICK),
-    Case("admitted-pod-turns-malformed", lambda ctx: None,
-         ("pod.malformed", {"pod": "victim", "field": "status.qosClass"}),
-         ("podpin_malformed_pods_total", {"reason": "status"}, 1.0), (("victim", "PodpinInvalidPod"),),
-         live=turn_malformed, config=_QUICK),
+    Case(
+        "pod-list-fails-twice",
+        api_fails(2, 500, "GET"),
+        ("watch.list_failed", {"error": "HTTP 500 Internal Server Error"}),
+        ("podpin_source_errors_total", {}, 2.0),
+        (),
+    ),
+    Case(
+        "event-post-fails",
+        api_fails(1, 500, "POST"),
+        ("event.failed", {"reason": "UnexpectedAdmissionError"}),
+        ("podpin_events_total", {"type": "Warning", "result": "failed"}, 1.0),
+        (),
+    ),
+    Case(
+        "event-post-forbidden",
+        api_fails(1, 403, "POST"),
+        ("event.failed", {"error": "HTTP 403 Forbidden"}),
+        ("podpin_events_total", {"type": "Warning", "result": "failed"}, 1.0),
+        (),
+    ),
+    Case(
+        "watch-cut-mid-stream",
+        lambda ctx: None,
+        ("watch.failed", {"node": NODE}),
+        ("podpin_source_errors_total", {}, 1.0),
+        (),
+        live=drop_watch_then_add,
+        config=_QUICK,
+    ),
+    Case(
+        "admitted-pod-turns-malformed",
+        lambda ctx: None,
+        ("pod.malformed", {"pod": "victim", "field": "status.qosClass"}),
+        ("podpin_malformed_pods_total", {"reason": "status"}, 1.0),
+        (("victim", "PodpinInvalidPod"),),
+        live=turn_malformed,
+        config=_QUICK,
+    ),
     # the pods directory
-    Case("manifest-not-yaml", manifest_garbage, ("source.manifest_error", {"node": NODE}),
-         ("podpin_source_errors_total", {}, 1.0), ()),
+    Case(
+        "manifest-not-yaml",
+        manifest_garbage,
+        ("source.manifest_error", {"node": NODE}),
+        ("podpin_source_errors_total", {}, 1.0),
+        (),
+    ),
 ]
 
 
@@ -506,5 +631,6 @@ def test_fault(case: Case, tmp_path: Path, sysfs: Path, api: ApiServerEmulator) 
     actual_line = fields if fields in found else found
     assert (fields, value, expected_posted) == (actual_line, sample(agent, name, **labels), posted)
     assert (case.keeper_cpus, case.keeper_cpus) == (
-        node.cpus(KEEPER, "app"), str(agent.reconciler.planner.snapshot().cpu.assignments.get(uid, {}).get("app"))
+        node.cpus(KEEPER, "app"),
+        str(agent.reconciler.planner.snapshot().cpu.assignments.get(uid, {}).get("app")),
     )

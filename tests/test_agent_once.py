@@ -31,23 +31,44 @@ def _ts(n: int) -> str:
 #: A node's worth of pods, in creation order: pod-level bubbles, classic static, Burstable, BestEffort,
 #: a fractional Guaranteed pod, one that cannot fit, one whose second container has not started.
 PODS: list[dict[str, Any]] = [
-    make_pod("db", containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
-             pod_resources=("5", "5", "2Gi", "2Gi"), states={"db": "running", "proxy": "running"},
-             creation_timestamp=_ts(1)),
-    make_pod("trader", containers=[("engine", "2", "2", "1Gi", "1Gi"), ("logger", "500m", "500m", "64Mi", "64Mi")],
-             states={"engine": "running", "logger": "running"}, creation_timestamp=_ts(2)),
-    make_pod("loader", containers=[("load", "2", "2", "1Gi", "1Gi")],
-             init_containers=[sidecar(("mesh", "200m", "200m", "64Mi", "64Mi"))],
-             pod_resources=("3", "3", "2Gi", "2Gi"), states={"load": "running", "mesh": "running"},
-             creation_timestamp=_ts(3)),
+    make_pod(
+        "db",
+        containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
+        pod_resources=("5", "5", "2Gi", "2Gi"),
+        states={"db": "running", "proxy": "running"},
+        creation_timestamp=_ts(1),
+    ),
+    make_pod(
+        "trader",
+        containers=[("engine", "2", "2", "1Gi", "1Gi"), ("logger", "500m", "500m", "64Mi", "64Mi")],
+        states={"engine": "running", "logger": "running"},
+        creation_timestamp=_ts(2),
+    ),
+    make_pod(
+        "loader",
+        containers=[("load", "2", "2", "1Gi", "1Gi")],
+        init_containers=[sidecar(("mesh", "200m", "200m", "64Mi", "64Mi"))],
+        pod_resources=("3", "3", "2Gi", "2Gi"),
+        states={"load": "running", "mesh": "running"},
+        creation_timestamp=_ts(3),
+    ),
     make_pod("web", containers=[("web", "250m", None, "64Mi")], states={"web": "running"}, creation_timestamp=_ts(4)),
     make_pod("batch", containers=[("job",)], states={"job": "running"}, creation_timestamp=_ts(5)),
-    make_pod("frac", containers=[("app", "1500m", "1500m", "1Gi", "1Gi")], states={"app": "running"},
-             creation_timestamp=_ts(6)),
-    make_pod("huge", containers=[("app", "40", "40", "1Gi", "1Gi")], states={"app": "running"},
-             creation_timestamp=_ts(7)),
-    make_pod("pending", containers=[("a", "2", "2", "1Gi", "1Gi"), ("b", "1", "1", "1Gi", "1Gi")],
-             states={"a": "running"}, creation_timestamp=_ts(8)),
+    make_pod(
+        "frac",
+        containers=[("app", "1500m", "1500m", "1Gi", "1Gi")],
+        states={"app": "running"},
+        creation_timestamp=_ts(6),
+    ),
+    make_pod(
+        "huge", containers=[("app", "40", "40", "1Gi", "1Gi")], states={"app": "running"}, creation_timestamp=_ts(7)
+    ),
+    make_pod(
+        "pending",
+        containers=[("a", "2", "2", "1Gi", "1Gi"), ("b", "1", "1", "1Gi", "1Gi")],
+        states={"a": "running"},
+        creation_timestamp=_ts(8),
+    ),
 ]
 _SANDBOXED = ("db", "trader")
 
@@ -63,9 +84,21 @@ def _plan(node: AgentNode) -> dict[str, Any]:
     """``podpin plan --output json`` for the node's pods, in creation order."""
     files = [str(node.pods_dir / f"{raw['metadata']['name']}.yaml") for raw in PODS]
     result = subprocess.run(
-        [PODPIN, "plan", "--sysfs-root", str(node.sysfs), "--config", str(node.config_path), "--output", "json",
-         *files],
-        capture_output=True, text=True, check=False, timeout=30,
+        [
+            PODPIN,
+            "plan",
+            "--sysfs-root",
+            str(node.sysfs),
+            "--config",
+            str(node.config_path),
+            "--output",
+            "json",
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
     )
     assert (0, "") == (result.returncode, result.stderr)
     plan: dict[str, Any] = json.loads(result.stdout)
@@ -95,8 +128,9 @@ def _expected(node: AgentNode, plan: dict[str, Any], before: dict[str, str]) -> 
             if pod["qos"] == "Guaranteed":
                 put(cgroup, "cpuset.cpus", str(shared))
             continue
-        slices = CPUSet().union(*(CPUSet.parse(c["cpus"]) for c in containers
-                                  if c["pool"] == "exclusive" and c["kind"] != "init"))
+        slices = CPUSet().union(
+            *(CPUSet.parse(c["cpus"]) for c in containers if c["pool"] == "exclusive" and c["kind"] != "init")
+        )
         bubble = CPUSet.parse(pod["bubble"]) if pod["bubble"] else None
         interim = ((bubble - slices) or shared) if bubble is not None else shared
         union = CPUSet().union(interim, *(CPUSet.parse(c["cpus"]) for c in containers))
@@ -168,7 +202,10 @@ def test_dry_run_writes_nothing_and_says_what_it_would(tmp_path: Path) -> None:
     would = {e["path"] for e in lines(json_lines(result.stderr), "cgroup.dry_run")}
     db = node.container_cgroup(PODS[0], "db")
     assert (0, before, False, True) == (
-        result.returncode, node.files(), (node.state_dir / "podpin_state.json").exists(), str(db) in would
+        result.returncode,
+        node.files(),
+        (node.state_dir / "podpin_state.json").exists(),
+        str(db) in would,
     )
 
 
@@ -177,10 +214,12 @@ def test_node_name_from_the_environment_and_other_nodes_pods(tmp_path: Path) -> 
     node = make_node(tmp_path)
     node.write_config(nodeName=None)
     mine = make_pod("mine", containers=[("app", "2", "2", "1Gi", "1Gi")], node_name="node-7", states={"app": "running"})
-    unbound = make_pod("unbound", containers=[("app", "2", "2", "1Gi", "1Gi")], node_name=None,
-                       states={"app": "running"})
-    theirs = make_pod("theirs", containers=[("app", "2", "2", "1Gi", "1Gi")], node_name="node-8",
-                      states={"app": "running"})
+    unbound = make_pod(
+        "unbound", containers=[("app", "2", "2", "1Gi", "1Gi")], node_name=None, states={"app": "running"}
+    )
+    theirs = make_pod(
+        "theirs", containers=[("app", "2", "2", "1Gi", "1Gi")], node_name="node-8", states={"app": "running"}
+    )
     for raw in (mine, unbound, theirs):
         node.add_pod(raw)
     result = node.cli("--once", env={"NODE_NAME": "node-7"})
@@ -198,7 +237,9 @@ def test_malformed_pod_does_not_fail_the_run(tmp_path: Path) -> None:
     result = node.cli("--once")
     malformed = [(e["pod"], e["field"]) for e in lines(json_lines(result.stderr), "pod.malformed")]
     assert (0, [("bad", "spec.containers[0].resources.limits.cpu")], "1,17") == (
-        result.returncode, malformed, node.cpus(good, "app")
+        result.returncode,
+        malformed,
+        node.cpus(good, "app"),
     )
 
 
@@ -228,8 +269,13 @@ def test_cgroup_v1_exits_2(tmp_path: Path) -> None:
     node = make_node(tmp_path)
     v1 = build_v1_tree(tmp_path)
     result = node.cli("--once", "--cgroup-root", str(v1))
-    assert (2, [f"podpin run: cgroups: cgroup v1 is not supported: {v1}/cgroup.controllers not found; "
-                "podpin needs the unified cgroup v2 hierarchy"]) == _one_line(result)
+    assert (
+        2,
+        [
+            f"podpin run: cgroups: cgroup v1 is not supported: {v1}/cgroup.controllers not found; "
+            "podpin needs the unified cgroup v2 hierarchy"
+        ],
+    ) == _one_line(result)
 
 
 def test_unreadable_topology_exits_2(tmp_path: Path) -> None:
@@ -245,8 +291,13 @@ def test_config_that_does_not_fit_the_machine_exits_2(tmp_path: Path) -> None:
     """reservedSystemCPUs naming CPUs the machine lacks: exit 2, one line naming the setting."""
     node = make_node(tmp_path)
     node.write_config(systemReserved=None, reservedSystemCPUs="0,40")
-    assert (2, ["podpin run: configuration does not fit this machine: reservedSystemCPUs: CPUs 40 are not online "
-                "CPUs of this machine (0-31)"]) == _one_line(node.cli("--once"))
+    assert (
+        2,
+        [
+            "podpin run: configuration does not fit this machine: reservedSystemCPUs: CPUs 40 are not online "
+            "CPUs of this machine (0-31)"
+        ],
+    ) == _one_line(node.cli("--once"))
 
 
 def test_bad_metrics_address_exits_2(tmp_path: Path) -> None:
@@ -263,9 +314,11 @@ def test_kubelet_pinning_exits_3_and_writes_nothing(tmp_path: Path) -> None:
     node.kubelet_state.write_text('{"policyName":"static","defaultCpuSet":"0-31","checksum":1}')
     before = node.files()
     result = node.cli("--once")
-    reason = (f"podpin run: {node.kubelet_state}: the kubelet runs cpuManagerPolicy static and pins CPUs itself; "
-              "set cpuManagerPolicy: none (drain the node, delete the state file, restart the kubelet) for podpin "
-              "to take over")
+    reason = (
+        f"podpin run: {node.kubelet_state}: the kubelet runs cpuManagerPolicy static and pins CPUs itself; "
+        "set cpuManagerPolicy: none (drain the node, delete the state file, restart the kubelet) for podpin "
+        "to take over"
+    )
     assert ((3, [reason]), before) == (_one_line(result), node.files())
 
 
@@ -288,8 +341,13 @@ def test_missing_pods_dir_exits_2(tmp_path: Path) -> None:
 def test_static_pod_is_pinned_through_its_config_hash(tmp_path: Path) -> None:
     """A mirror pod's cgroup is named after the static pod's config hash, not the API uid: it is found and pinned."""
     node = make_node(tmp_path)
-    static = make_pod("etcd-node-1", containers=[("etcd", "2", "2", "1Gi", "1Gi")], states={"etcd": "running"},
-                      namespace="kube-system", creation_timestamp=_ts(1))
+    static = make_pod(
+        "etcd-node-1",
+        containers=[("etcd", "2", "2", "1Gi", "1Gi")],
+        states={"etcd": "running"},
+        namespace="kube-system",
+        creation_timestamp=_ts(1),
+    )
     static["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "0123456789abcdef0123456789abcdef"}
     node.add_pod(static)
     path = node.container_cgroup(static, "etcd")

@@ -28,8 +28,13 @@ from sysfs_builder import MACHINES, write_sysfs
 
 def gu(name: str, cpus: str = "2", *, states: dict[str, str] | None = None, ts: int = 1, **kw: Any) -> dict[str, Any]:
     """A Guaranteed pod with one container ``app``, running unless ``states`` says otherwise."""
-    return make_pod(name, containers=[("app", cpus, cpus, "1Gi", "1Gi")], states=states or {"app": "running"},
-                    creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z", **kw)
+    return make_pod(
+        name,
+        containers=[("app", cpus, cpus, "1Gi", "1Gi")],
+        states=states or {"app": "running"},
+        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -57,8 +62,10 @@ def test_new_container_is_pinned_when_its_cgroup_appears(tmp_path: Path, driver:
         wait_until(lambda: sample(agent, "podpin_pin_latency_seconds_count"), what="the latency observed")
         count = sample(agent, "podpin_pin_latency_seconds_count")
     applied = [e["files"] for e in lines(logs, "cgroup.applied", container="app", pod="web")]
-    expected_files = {"cpuset.cpus": {"old": "", "new": "1,17", "result": "ok"},
-                      "cpu.max": {"old": "200000 100000", "new": "max 100000", "result": "ok"}}
+    expected_files = {
+        "cpuset.cpus": {"old": "", "new": "1,17", "result": "ok"},
+        "cpu.max": {"old": "200000 100000", "new": "max 100000", "result": "ok"},
+    }
     assert ("max 100000", 1.0, [expected_files]) == (node.read(path, "cpu.max"), count, applied)
 
 
@@ -66,8 +73,12 @@ def test_a_new_container_writes_only_itself_and_its_pod(tmp_path: Path) -> None:
     """A container cgroup appearing is pinned without touching its siblings (a sibling's drift waits for the resync)."""
     node = make_node(tmp_path)
     node.write_config(reconcilePeriod="60s")
-    pod = make_pod("duo", containers=[("a", "1", "1", "1Gi", "1Gi"), ("b", "1", "1", "1Gi", "1Gi")],
-                   states={"a": "running", "b": "running"}, creation_timestamp="2026-01-01T00:00:01Z")
+    pod = make_pod(
+        "duo",
+        containers=[("a", "1", "1", "1Gi", "1Gi"), ("b", "1", "1", "1Gi", "1Gi")],
+        states={"a": "running", "b": "running"},
+        creation_timestamp="2026-01-01T00:00:01Z",
+    )
     node.add_pod(pod, cgroups=False)
     node.tree.add_pod(pod["metadata"]["uid"], "Guaranteed")
     with running(node.agent()) as agent:
@@ -141,7 +152,8 @@ def test_deleted_pod_is_released_and_the_shared_pool_widens(node: AgentNode) -> 
         held = {uid: dict(c) for uid, c in node.checkpoint()["cpus"]["entries"].items()}
         assert agent.reconciler.passes > 0
     assert ([("gone", gone["metadata"]["uid"])], {keep["metadata"]["uid"]: {"app": "1,17"}}) == (
-        [(e["pod"], e["uid"]) for e in lines(logs, "pod.released")], held
+        [(e["pod"], e["uid"]) for e in lines(logs, "pod.released")],
+        held,
     )
 
 
@@ -165,8 +177,14 @@ def test_terminal_pod_is_released(node: AgentNode) -> None:
     node.add_pod(job)
     with capture_logs() as logs, running(node.agent()) as agent:
         wait_until(lambda: _admitted(agent, job), what="job admitted")
-        node.write_manifest(make_pod("job", containers=[("app", "2", "2", "1Gi", "1Gi")], phase="Succeeded",
-                                     creation_timestamp="2026-01-01T00:00:01Z"))
+        node.write_manifest(
+            make_pod(
+                "job",
+                containers=[("app", "2", "2", "1Gi", "1Gi")],
+                phase="Succeeded",
+                creation_timestamp="2026-01-01T00:00:01Z",
+            )
+        )
         wait_until(lambda: not _admitted(agent, job), what="job released")
     assert ["job"] == [e["pod"] for e in lines(logs, "pod.released")]
 
@@ -181,20 +199,38 @@ def test_endpoints_of_the_running_agent(node: AgentNode) -> None:
         wait_until(lambda: fetch(base + "/readyz")[0] == 200, what="ready")
         wait_until(lambda: sample(agent, "podpin_ready") == 1.0, what="the ready gauge (set after the pass)")
         health, ready, (status, metrics), (_, state) = (
-            fetch(base + "/healthz"), fetch(base + "/readyz"), fetch(base + "/metrics"), fetch(base + "/state")
+            fetch(base + "/healthz"),
+            fetch(base + "/readyz"),
+            fetch(base + "/metrics"),
+            fetch(base + "/state"),
         )
         assert address == agent.metrics_address
     document = json.loads(state)
-    wanted = ["podpin_ready 1.0", 'podpin_containers{assignment_type="node_exclusive"} 1.0',
-              "podpin_exclusive_cpu_allocation_count 2.0", "podpin_shared_pool_size_millicores 29000.0"]
+    wanted = [
+        "podpin_ready 1.0",
+        'podpin_containers{assignment_type="node_exclusive"} 1.0',
+        "podpin_exclusive_cpu_allocation_count 2.0",
+        "podpin_shared_pool_size_millicores 29000.0",
+    ]
     assert (
-        (200, "ok\n"), (200, "ok\n"), 200, wanted, (True, "node-1"), {web["metadata"]["uid"]: {"app": "1,17"}},
+        (200, "ok\n"),
+        (200, "ok\n"),
+        200,
+        wanted,
+        (True, "node-1"),
+        {web["metadata"]["uid"]: {"app": "1,17"}},
         [{"name": "web", "admitted": True, "cpus": ["1,17"]}],
     ) == (
-        health, ready, status, [w for w in wanted if w in metrics.splitlines()], (document["ready"], document["node"]),
+        health,
+        ready,
+        status,
+        [w for w in wanted if w in metrics.splitlines()],
+        (document["ready"], document["node"]),
         document["state"]["cpus"]["entries"],
-        [{"name": p["name"], "admitted": p["admitted"], "cpus": [c["cpus"] for c in p["containers"]]}
-         for p in document["plan"]["pods"]],
+        [
+            {"name": p["name"], "admitted": p["admitted"], "cpus": [c["cpus"] for c in p["containers"]]}
+            for p in document["plan"]["pods"]
+        ],
     )
 
 
@@ -216,8 +252,12 @@ def test_usage_is_reported_per_pool_and_pod(node: AgentNode) -> None:
     stat = node.container_cgroup(web, "app") / "cpu.stat"
     stat.write_text(stat.read_text().replace("usage_usec 0", "usage_usec 2500000"))
     with running(node.agent()) as agent:
-        wait_until(lambda: sample(agent, "podpin_pool_cpu_usage_seconds_total", pool="exclusive", namespace="default",
-                                  pod="web"), what="the usage sample")
+        wait_until(
+            lambda: sample(
+                agent, "podpin_pool_cpu_usage_seconds_total", pool="exclusive", namespace="default", pod="web"
+            ),
+            what="the usage sample",
+        )
         usage = sample(agent, "podpin_pool_cpu_usage_seconds_total", pool="exclusive", namespace="default", pod="web")
         assert 2.5 == usage
 
@@ -231,7 +271,10 @@ def test_dry_run_agent_writes_nothing(node: AgentNode) -> None:
         wait_until(lambda: agent.reconciler.passes > passes + 1, what="two more passes")
         plan = agent.state()["plan"]["pods"][0]["containers"][0]["cpus"]
     assert (before, False, "1,17", True) == (
-        node.files(), (node.state_dir / "podpin_state.json").exists(), plan, bool(lines(logs, "cgroup.dry_run"))
+        node.files(),
+        (node.state_dir / "podpin_state.json").exists(),
+        plan,
+        bool(lines(logs, "cgroup.dry_run")),
     )
 
 
@@ -251,7 +294,8 @@ def test_cpus_going_offline_replan_only_the_pods_holding_them(node: AgentNode, t
         wait_until(lambda: node.read(node.tree.qos_dir("Burstable")) == "0,5-16,21-31", what="the pool shrunk")
         changed = lines(logs, "topology.changed")
     assert (["1,17", "2,18", "4,20"], [[pods[2]["metadata"]["uid"]]], "0,5-16,21-31") == (
-        [node.cpus(raw, "app") for raw in pods], [e["replanned"] for e in changed],
+        [node.cpus(raw, "app") for raw in pods],
+        [e["replanned"] for e in changed],
         node.read(node.tree.qos_dir("Burstable")),
     )
 
@@ -294,14 +338,28 @@ def test_a_pod_that_comes_back_is_reported_again(node: AgentNode) -> None:
 def test_pin_latency_bench_reports_both_measures(tmp_path: Path) -> None:
     """scripts/bench_pin_latency.py --json: every container pinned, both medians and p99s reported."""
     result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve().parent.parent / "scripts" / "bench_pin_latency.py"),
-         "--pods", "5", "--machine", "example-2s", "--json"],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parent.parent / "scripts" / "bench_pin_latency.py"),
+            "--pods",
+            "5",
+            "--machine",
+            "example-2s",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     row = json.loads(result.stdout)
     keys = ["agent_median_ms", "agent_p99_ms", "observed_median_ms", "observed_p99_ms"]
     assert (0, 5, 5, "inotify", [True] * 4) == (
-        result.returncode, row["containers"], row["agent_count"], row["watcher"], [row[k] > 0 for k in keys]
+        result.returncode,
+        row["containers"],
+        row["agent_count"],
+        row["watcher"],
+        [row[k] > 0 for k in keys],
     )
 
 

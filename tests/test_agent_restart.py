@@ -23,8 +23,13 @@ from podfactory import make_pod
 
 def gu(name: str, cpus: str = "2", *, ts: int = 1, **kw: Any) -> dict[str, Any]:
     """A Guaranteed pod with one running container ``app``."""
-    return make_pod(name, containers=[("app", cpus, cpus, "1Gi", "1Gi")], states={"app": "running"},
-                    creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z", **kw)
+    return make_pod(
+        name,
+        containers=[("app", cpus, cpus, "1Gi", "1Gi")],
+        states={"app": "running"},
+        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -60,7 +65,11 @@ def test_sigterm_after_serving_readyz_and_metrics(node: AgentNode, spawned: list
     code = agent.finish(timeout=5.0)
     took = time.monotonic() - sent
     assert ((200, "ok\n"), 200, True, 0, True, ["SIGTERM"]) == (
-        ready, status, "podpin_ready 1.0" in metrics.splitlines(), code, took < 5.0,
+        ready,
+        status,
+        "podpin_ready 1.0" in metrics.splitlines(),
+        code,
+        took < 5.0,
         [e["signal"] for e in lines(agent.logs, "agent.stopping")],
     )
 
@@ -94,7 +103,8 @@ def test_once_against_an_unreachable_api_server_exits_2(node: AgentNode, tmp_pat
     result = node.cli("--once", "--kubeconfig", str(kubeconfig), pods_dir=False)
     reasons = [line for line in result.stderr.splitlines() if not line.startswith("{")]
     assert (2, ["podpin run: no pod list from the pod source within 1.5s (3 x reconcilePeriod)"]) == (
-        result.returncode, reasons
+        result.returncode,
+        reasons,
     )
 
 
@@ -146,9 +156,14 @@ def test_missing_checkpoint_keeps_the_running_cpusets(node: AgentNode) -> None:
         node.run_once()
     kept = sorted((e["pod"], e.get("kept_running_cpus")) for e in lines(logs, "pod.admitted"))
     assert (
-        {"b": before["b"], "c": before["c"]}, [("b", ["app"]), ("c", ["app"])], 1, 1,
+        {"b": before["b"], "c": before["c"]},
+        [("b", ["app"]), ("c", ["app"])],
+        1,
+        1,
     ) == (
-        _pinned(node, pods[1:]), kept, len(lines(logs, "state.missing")),
+        _pinned(node, pods[1:]),
+        kept,
+        len(lines(logs, "state.missing")),
         len(lines(logs, "state.rebuilt_from_cgroups")),
     )
 
@@ -177,10 +192,15 @@ def test_corrupt_checkpoint_is_moved_aside_and_rebuilt(node: AgentNode) -> None:
         node.run_once()
     corrupt = lines(logs, "state.corrupt")
     assert (
-        '{"version": 1, "da', [str(path) + ".corrupt"], "1,17", ["web"],
+        '{"version": 1, "da',
+        [str(path) + ".corrupt"],
+        "1,17",
+        ["web"],
     ) == (
-        (node.state_dir / "podpin_state.json.corrupt").read_text(), [e["moved_to"] for e in corrupt],
-        node.cpus(web, "app"), [node.checkpoint()["pods"][web["metadata"]["uid"]]["name"]],
+        (node.state_dir / "podpin_state.json.corrupt").read_text(),
+        [e["moved_to"] for e in corrupt],
+        node.cpus(web, "app"),
+        [node.checkpoint()["pods"][web["metadata"]["uid"]]["name"]],
     )
 
 
@@ -197,16 +217,21 @@ def test_restart_releases_the_gone_and_admits_the_new_in_creation_order(node: Ag
     with capture_logs() as logs:
         node.run_once()
     assert (["a"], ["zz-older", "aa-newer"], {"b": "2,18", "zz-older": "1,17", "aa-newer": "3,19"}) == (
-        [e["pod"] for e in lines(logs, "pod.released")], [e["pod"] for e in lines(logs, "pod.admitted")],
+        [e["pod"] for e in lines(logs, "pod.released")],
+        [e["pod"] for e in lines(logs, "pod.admitted")],
         _pinned(node, [b, older, newer]),
     )
 
 
 def test_lost_checkpoint_keeps_a_pod_bubble_and_its_slices(node: AgentNode) -> None:
     """Rebuilt from the cgroups, a pod-level pod keeps its bubble, its exclusive slice and its pod shared pool."""
-    db = make_pod("db", containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
-                  pod_resources=("5", "5", "2Gi", "2Gi"), states={"db": "running", "proxy": "running"},
-                  creation_timestamp="2026-01-01T00:00:05Z")
+    db = make_pod(
+        "db",
+        containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
+        pod_resources=("5", "5", "2Gi", "2Gi"),
+        states={"db": "running", "proxy": "running"},
+        creation_timestamp="2026-01-01T00:00:05Z",
+    )
     node.add_pod(db)
     node.run_once()
     before = (node.cpus(db), node.cpus(db, "db"), node.cpus(db, "proxy"))
@@ -216,5 +241,8 @@ def test_lost_checkpoint_keeps_a_pod_bubble_and_its_slices(node: AgentNode) -> N
     node.run_once()
     bubble = node.checkpoint()["cpus"]["podEntries"][db["metadata"]["uid"]]
     assert (("1-2,16-18", "1-2,17-18", "16"), before, "1-2,16-18", "3,19") == (
-        before, (node.cpus(db), node.cpus(db, "db"), node.cpus(db, "proxy")), bubble, node.cpus(early, "app")
+        before,
+        (node.cpus(db), node.cpus(db, "db"), node.cpus(db, "proxy")),
+        bubble,
+        node.cpus(early, "app"),
     )

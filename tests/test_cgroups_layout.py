@@ -136,7 +136,9 @@ class TestValidation:
         )
         assert expected == str(caught.value)
 
-    @pytest.mark.parametrize(("driver", "name"), [(Driver.SYSTEMD, "kubepods-burstable-pod{h}.slice"), (Driver.CGROUPFS, "pod{h}")])
+    @pytest.mark.parametrize(
+        ("driver", "name"), [(Driver.SYSTEMD, "kubepods-burstable-pod{h}.slice"), (Driver.CGROUPFS, "pod{h}")]
+    )
     def test_static_pod_config_hash(self, driver: Driver, name: str) -> None:
         """A static pod's cgroup is named after its 32-hex config hash, for both drivers, and parses back."""
         config_hash = "0123456789abcdef0123456789abcdef"

@@ -22,7 +22,9 @@ CONFIG = {"reservedSystemCPUs": "0"}
 
 def admitted_planner(**extra: Any) -> Planner:
     planner = Planner(machine(threads=1), config_from_mapping({**CONFIG, **extra}, env={}))
-    pod = pod_from_dict(make_pod("db", containers=[("db", "3", "3", "1Gi", "1Gi"), ("log",)], pod_resources=("4", "4", "2Gi", "2Gi")))
+    pod = pod_from_dict(
+        make_pod("db", containers=[("db", "3", "3", "1Gi", "1Gi"), ("log",)], pod_resources=("4", "4", "2Gi", "2Gi"))
+    )
     assert planner.admit(pod).admitted
     classic = pod_from_dict(make_pod("classic", containers=[("c", "2", "2", "1Gi", "1Gi")]))
     assert planner.admit(classic).admitted
@@ -36,7 +38,9 @@ def document(**extra: Any) -> dict[str, Any]:
 def state_from_checkpoint_unchecked(data: dict[str, Any]) -> Any:
     """Parse edited data with a freshly computed checksum, to reach the validation behind the checksum."""
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return state_from_checkpoint({"version": 1, "checksum": "sha256:" + hashlib.sha256(canonical.encode()).hexdigest(), "data": data})
+    return state_from_checkpoint(
+        {"version": 1, "checksum": "sha256:" + hashlib.sha256(canonical.encode()).hexdigest(), "data": data}
+    )
 
 
 def test_round_trip() -> None:
@@ -106,7 +110,11 @@ def test_tampered_data_fails_the_checksum() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
-        (["cpus", "default"], "0,8-15", 'current set of available CPUs "0-15" doesn\'t match with CPUs in state "0-6,8-15"'),
+        (
+            ["cpus", "default"],
+            "0,8-15",
+            'current set of available CPUs "0-15" doesn\'t match with CPUs in state "0-6,8-15"',
+        ),
         (["cpus", "default"], "0-15", "overlaps with default cpuset"),
         (["cpus", "default"], "", "default cpuset cannot be empty"),
         (["cpus", "default"], "1-3", 'not all reserved cpus: "0" are present in defaultCpuSet: "1-3"'),

@@ -25,11 +25,16 @@ class TestDefaults:
         """Defaults are the kubelet's except the topology policy and scope podpin needs."""
         config = cfg()
         assert ("static", "None", "best-effort", "pod") == (
-            config.cpu_manager_policy, config.memory_manager_policy,
-            config.topology_manager_policy, config.topology_manager_scope,
+            config.cpu_manager_policy,
+            config.memory_manager_policy,
+            config.topology_manager_policy,
+            config.topology_manager_scope,
         )
         assert (100_000, 10.0, 300.0, "0.0.0.0:9363") == (
-            config.cpu_cfs_quota_period_us, config.reconcile_period, config.pod_resync_period, config.metrics_bind_address,
+            config.cpu_cfs_quota_period_us,
+            config.reconcile_period,
+            config.pod_resync_period,
+            config.metrics_bind_address,
         )
         assert "max 100000" == config.cfs_period_text()
 
@@ -53,7 +58,10 @@ class TestDefaults:
     def test_policy_options_parsed_once(self) -> None:
         """cpuManagerPolicyOptions become typed booleans."""
         config = cfg(cpuManagerPolicyOptions={"full-pcpus-only": "true", "strict-cpu-reservation": "false"})
-        assert (True, False) == (config.cpu_policy_options.full_pcpus_only, config.cpu_policy_options.strict_cpu_reservation)
+        assert (True, False) == (
+            config.cpu_policy_options.full_pcpus_only,
+            config.cpu_policy_options.strict_cpu_reservation,
+        )
 
     def test_reserved_memory(self) -> None:
         """reservedMemory entries are parsed to bytes per NUMA node."""
@@ -70,21 +78,38 @@ class TestDefaults:
     ("data", "message"),
     [
         ({"cpuManagerPolcy": "static"}, "unknown configuration key 'cpuManagerPolcy'"),
-        ({"topologyManagerPolicy": "strict"}, "topologyManagerPolicy: 'strict' is not one of none, best-effort, restricted, single-numa-node"),
+        (
+            {"topologyManagerPolicy": "strict"},
+            "topologyManagerPolicy: 'strict' is not one of none, best-effort, restricted, single-numa-node",
+        ),
         ({"topologyManagerScope": "node"}, "topologyManagerScope: 'node' is not one of container, pod"),
         ({"memoryManagerPolicy": "static"}, "memoryManagerPolicy: 'static' is not one of None, Static"),
-        ({"cpuManagerPolicyOptions": {"full-pcpu-only": "true"}}, 'cpuManagerPolicyOptions: unknown CPU Manager Policy option: "full-pcpu-only"'),
-        ({"cpuManagerPolicyOptions": {"full-pcpus-only": "yes"}},
-         'cpuManagerPolicyOptions: bad value for option "full-pcpus-only": strconv.ParseBool: parsing "yes": invalid syntax'),
-        ({"cpuManagerPolicyOptions": {"full-pcpus-only": "true", "distribute-cpus-across-cores": "true"}},
-         "cpuManagerPolicyOptions: static policy options full-pcpus-only and distribute-cpus-across-cores can not be used at the same time"),
-        ({"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}},
-         "topologyManagerPolicyOptions: the minimum value of max-allowable-numa-nodes should not be less than 8, value: 4"),
-        ({"topologyManagerPolicyOptions": {"prefer-closest": "true"}},
-         'topologyManagerPolicyOptions: unknown Topology Manager Policy option: "prefer-closest"'),
+        (
+            {"cpuManagerPolicyOptions": {"full-pcpu-only": "true"}},
+            'cpuManagerPolicyOptions: unknown CPU Manager Policy option: "full-pcpu-only"',
+        ),
+        (
+            {"cpuManagerPolicyOptions": {"full-pcpus-only": "yes"}},
+            'cpuManagerPolicyOptions: bad value for option "full-pcpus-only": strconv.ParseBool: parsing "yes": invalid syntax',
+        ),
+        (
+            {"cpuManagerPolicyOptions": {"full-pcpus-only": "true", "distribute-cpus-across-cores": "true"}},
+            "cpuManagerPolicyOptions: static policy options full-pcpus-only and distribute-cpus-across-cores can not be used at the same time",
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}},
+            "topologyManagerPolicyOptions: the minimum value of max-allowable-numa-nodes should not be less than 8, value: 4",
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"prefer-closest": "true"}},
+            'topologyManagerPolicyOptions: unknown Topology Manager Policy option: "prefer-closest"',
+        ),
         ({"reservedSystemCPUs": "0-x"}, "reservedSystemCPUs: invalid cpulist '0-x': 'x' is not a CPU id"),
         ({"systemReserved": {"cpu": "lots"}}, "systemReserved.cpu: invalid quantity 'lots'"),
-        ({"systemReserved": {}}, "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero"),
+        (
+            {"systemReserved": {}},
+            "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero",
+        ),
         ({"reconcilePeriod": "10"}, "reconcilePeriod: '10' is not a duration such as \"10s\""),
         ({"reconcilePeriod": "0s"}, "reconcilePeriod: '0s' must be positive"),
         ({"cpuCFSQuotaPeriod": "5s"}, "cpuCFSQuotaPeriod: '5s' must be between 1ms and 1s"),
@@ -93,17 +118,36 @@ class TestDefaults:
         ({"metricsBindAddress": "9363"}, "metricsBindAddress: '9363' is not HOST:PORT"),
         ({"kubeReserved": ["cpu"]}, "kubeReserved: ['cpu'] is not a map"),
         ({"evictionHard": {"memory.avail": "1Gi"}}, "evictionHard.memory.avail: unknown eviction signal"),
-        ({"memoryManagerPolicy": "Static"}, "reservedMemory: [memorymanager] you should specify the system reserved memory"),
-        ({"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
-         'reservedMemory: the total amount 1073741824 of type "memory" is not equal to the value 104857600 determined by '
-         "Node Allocatable (kubeReserved + systemReserved + evictionHard memory.available)"),
-        ({"reservedMemory": [{"numaNode": 0, "limits": {"cpu": "1"}}]},
-         "reservedMemory[0].limits.cpu: only memory and hugepages-<size> can be reserved"),
-        ({"reservedMemory": [{"numaNode": -1, "limits": {"memory": "1Gi"}}]}, "reservedMemory[0].numaNode: -1 is not a NUMA node id"),
-        ({"reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}, {"numaNode": 0, "limits": {"memory": "1Gi"}}]},
-         "reservedMemory[1].numaNode: duplicate entry for NUMA node 0"),
-        ({"cpuManagerPolicyOptions": {"align-by-socket": "true"}, "topologyManagerPolicy": "single-numa-node"},
-         "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option"),
+        (
+            {"memoryManagerPolicy": "Static"},
+            "reservedMemory: [memorymanager] you should specify the system reserved memory",
+        ),
+        (
+            {"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
+            'reservedMemory: the total amount 1073741824 of type "memory" is not equal to the value 104857600 determined by '
+            "Node Allocatable (kubeReserved + systemReserved + evictionHard memory.available)",
+        ),
+        (
+            {"reservedMemory": [{"numaNode": 0, "limits": {"cpu": "1"}}]},
+            "reservedMemory[0].limits.cpu: only memory and hugepages-<size> can be reserved",
+        ),
+        (
+            {"reservedMemory": [{"numaNode": -1, "limits": {"memory": "1Gi"}}]},
+            "reservedMemory[0].numaNode: -1 is not a NUMA node id",
+        ),
+        (
+            {
+                "reservedMemory": [
+                    {"numaNode": 0, "limits": {"memory": "1Gi"}},
+                    {"numaNode": 0, "limits": {"memory": "1Gi"}},
+                ]
+            },
+            "reservedMemory[1].numaNode: duplicate entry for NUMA node 0",
+        ),
+        (
+            {"cpuManagerPolicyOptions": {"align-by-socket": "true"}, "topologyManagerPolicy": "single-numa-node"},
+            "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option",
+        ),
     ],
 )
 def test_bad_values_name_the_key(data: dict[str, Any], message: str) -> None:
@@ -137,9 +181,28 @@ def test_example_configs_load(name: str) -> None:
 def test_contract_keys() -> None:
     """The configuration accepts exactly the documented keys."""
     assert {
-        "cpuManagerPolicy", "cpuManagerPolicyOptions", "memoryManagerPolicy", "topologyManagerPolicy",
-        "topologyManagerScope", "topologyManagerPolicyOptions", "reservedSystemCPUs", "kubeReserved",
-        "systemReserved", "evictionHard", "reservedMemory", "cpuCFSQuotaPeriod", "nodeName", "cgroupRoot",
-        "cgroupDriver", "reconcilePeriod", "podResyncPeriod", "stateDir", "kubeletCPUManagerStatePath", "dryRun",
-        "metricsBindAddress", "logLevel", "logFormat", "cgroupWatch",
+        "cpuManagerPolicy",
+        "cpuManagerPolicyOptions",
+        "memoryManagerPolicy",
+        "topologyManagerPolicy",
+        "topologyManagerScope",
+        "topologyManagerPolicyOptions",
+        "reservedSystemCPUs",
+        "kubeReserved",
+        "systemReserved",
+        "evictionHard",
+        "reservedMemory",
+        "cpuCFSQuotaPeriod",
+        "nodeName",
+        "cgroupRoot",
+        "cgroupDriver",
+        "reconcilePeriod",
+        "podResyncPeriod",
+        "stateDir",
+        "kubeletCPUManagerStatePath",
+        "dryRun",
+        "metricsBindAddress",
+        "logLevel",
+        "logFormat",
+        "cgroupWatch",
     } == set(CONFIG_KEYS)

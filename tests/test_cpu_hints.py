@@ -27,7 +27,9 @@ def test_full_node_leaves_only_non_preferred_hints() -> None:
     small = machine()
     half_busy = CPUSet(range(0, 8)) | CPUSet(range(8, 16))  # first threads of every core: 8 free CPUs per node
     available = small.online_cpus - half_busy
-    assert [TopologyHint(1, True), TopologyHint(2, True), TopologyHint(3, False)] == _listed(small, available, CPUSet(), 8, False)
+    assert [TopologyHint(1, True), TopologyHint(2, True), TopologyHint(3, False)] == _listed(
+        small, available, CPUSet(), 8, False
+    )
     assert [TopologyHint(3, False)] == _listed(small, available, CPUSet(), 12, False)
 
 
@@ -71,11 +73,16 @@ def test_planner_admits_on_large_machines(nodes: int) -> None:
 
     big = machine(sockets=2, numa_per_socket=nodes // 2, cores_per_numa=4, threads=2)
     config = config_from_mapping(
-        {"reservedSystemCPUs": "0", "topologyManagerPolicy": "single-numa-node",
-         "topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "16"}},
+        {
+            "reservedSystemCPUs": "0",
+            "topologyManagerPolicy": "single-numa-node",
+            "topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "16"},
+        },
         env={},
     )
     planner = Planner(big, config)
-    pod = pod_from_dict(make_pod("p", containers=[("db", "4", "4", "1Gi", "1Gi"), ("s",)], pod_resources=("6", "6", "2Gi", "2Gi")))
+    pod = pod_from_dict(
+        make_pod("p", containers=[("db", "4", "4", "1Gi", "1Gi"), ("s",)], pod_resources=("6", "6", "2Gi", "2Gi"))
+    )
     decision = planner.admit(pod)
     assert (True, 1) == (decision.admitted, len(decision.numa_affinity or ()))

@@ -43,11 +43,25 @@ CONFIG_KEYS: dict[str, frozenset[object] | None] = {
     "dryRun": frozenset({True, False}),
     "logLevel": frozenset({"debug", "info", "warning", "error"}),
     "logFormat": frozenset({"auto", "json", "console"}),
-    **dict.fromkeys((
-        "cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "reservedSystemCPUs", "kubeReserved",
-        "systemReserved", "evictionHard", "reservedMemory", "cpuCFSQuotaPeriod", "nodeName", "cgroupRoot",
-        "reconcilePeriod", "podResyncPeriod", "stateDir", "kubeletCPUManagerStatePath", "metricsBindAddress",
-    )),
+    **dict.fromkeys(
+        (
+            "cpuManagerPolicyOptions",
+            "topologyManagerPolicyOptions",
+            "reservedSystemCPUs",
+            "kubeReserved",
+            "systemReserved",
+            "evictionHard",
+            "reservedMemory",
+            "cpuCFSQuotaPeriod",
+            "nodeName",
+            "cgroupRoot",
+            "reconcilePeriod",
+            "podResyncPeriod",
+            "stateDir",
+            "kubeletCPUManagerStatePath",
+            "metricsBindAddress",
+        )
+    ),
 }
 CONFIG_DEFAULTS = {
     "cgroupRoot": "/sys/fs/cgroup",
@@ -77,8 +91,9 @@ METRICS: dict[str, frozenset[str]] = {
     "podpin_ready": frozenset(),
     "podpin_kubelet_pinning": frozenset(),
 }
-HISTOGRAMS = frozenset({"podpin_admission_duration_seconds", "podpin_pin_latency_seconds",
-                        "podpin_reconcile_duration_seconds"})
+HISTOGRAMS = frozenset(
+    {"podpin_admission_duration_seconds", "podpin_pin_latency_seconds", "podpin_reconcile_duration_seconds"}
+)
 # Labels every scraped series carries: the target's, and `node` from the ServiceMonitor's relabeling.
 TARGET_LABELS = frozenset({"node", "instance", "job"})
 
@@ -101,8 +116,15 @@ def podpin_run_flags() -> dict[str, bool]:
 
     From the config contract until ``podpin run`` exists; then read them from ``podpin run --help`` here.
     """
-    valued = ("--config", "--kubeconfig", "--pods-dir", "--sysfs-root", "--cgroup-root", "--state-dir",
-              "--metrics-bind-address")
+    valued = (
+        "--config",
+        "--kubeconfig",
+        "--pods-dir",
+        "--sysfs-root",
+        "--cgroup-root",
+        "--state-dir",
+        "--metrics-bind-address",
+    )
     return {**dict.fromkeys(valued, True), "--dry-run": False, "--once": False}
 
 
@@ -127,14 +149,17 @@ def parse_run_args(args: list[str]) -> dict[str, str | bool]:
     return parsed
 
 
-_PROMQL_TOKEN = re.compile(r"""
+_PROMQL_TOKEN = re.compile(
+    r"""
     (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<range>\[[^\]]*\])
   | (?P<number>\d+(?:\.\d+)?)
   | (?P<ident>[A-Za-z_:][A-Za-z0-9_:]*)
   | (?P<punct>=~|!~|!=|==|>=|<=|[-+*/%^<>=(){},])
   | (?P<space>\s+)
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 _GROUPING = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
 _KEYWORDS = _GROUPING | {"and", "or", "unless", "bool", "offset"}
 _OPENERS = {")": ("(", "grouping"), "}": ("{",)}
@@ -229,10 +254,17 @@ def _uncomment_examples(text: str) -> str:
 class TestManifestValidity:
     def test_objects(self) -> None:
         """daemonset.yaml holds exactly the objects of a complete install, in apply order."""
-        expected = [("Namespace", "podpin-system"), ("ResourceQuota", "podpin-critical-pods"),
-                    ("ServiceAccount", "podpin"), ("ClusterRole", "podpin"), ("ClusterRoleBinding", "podpin"),
-                    ("ConfigMap", "podpin-config"), ("DaemonSet", "podpin"), ("Service", "podpin-metrics"),
-                    ("NetworkPolicy", "podpin")]
+        expected = [
+            ("Namespace", "podpin-system"),
+            ("ResourceQuota", "podpin-critical-pods"),
+            ("ServiceAccount", "podpin"),
+            ("ClusterRole", "podpin"),
+            ("ClusterRoleBinding", "podpin"),
+            ("ConfigMap", "podpin-config"),
+            ("DaemonSet", "podpin"),
+            ("Service", "podpin-metrics"),
+            ("NetworkPolicy", "podpin"),
+        ]
         assert expected == [(d["kind"], d["metadata"]["name"]) for d in _documents(DAEMONSET)]
 
     def test_schemas_for_the_target_version_exist(self) -> None:
@@ -255,18 +287,35 @@ class TestManifestValidity:
     def test_checkov(self, record_property: Any) -> None:
         """checkov finds no failed check; each skip is one of the known ones and carries its reason."""
         checkov = Path(os.environ.get("PODPIN_CHECKOV", Path(sys.prefix) / "tools" / "checkov" / "bin" / "checkov"))
-        assert checkov.is_file(), f"{checkov} missing: python -m venv .venv/tools/checkov && " \
-                                  ".venv/tools/checkov/bin/pip install checkov (or set PODPIN_CHECKOV)"
+        assert checkov.is_file(), (
+            f"{checkov} missing: python -m venv .venv/tools/checkov && "
+            ".venv/tools/checkov/bin/pip install checkov (or set PODPIN_CHECKOV)"
+        )
         started = time.monotonic()
         run = subprocess.run(
-            [str(checkov), "--framework", "kubernetes", "--skip-download", "--output", "json",
-             "--file", str(DAEMONSET), "--file", str(SERVICEMONITOR)],
-            capture_output=True, text=True, timeout=300, check=False)
+            [
+                str(checkov),
+                "--framework",
+                "kubernetes",
+                "--skip-download",
+                "--output",
+                "json",
+                "--file",
+                str(DAEMONSET),
+                "--file",
+                str(SERVICEMONITOR),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         record_property("checkov_seconds", round(time.monotonic() - started, 1))
         report = json.loads(run.stdout)
         failed = [(c["check_id"], c["resource"]) for c in report["results"]["failed_checks"]]
-        skipped = {c["check_id"]: c["check_result"].get("suppress_comment", "")
-                   for c in report["results"]["skipped_checks"]}
+        skipped = {
+            c["check_id"]: c["check_result"].get("suppress_comment", "") for c in report["results"]["skipped_checks"]
+        }
         assert ([], 0) == (failed, report["summary"]["parsing_errors"])
         assert {"CKV_K8S_15", "CKV_K8S_23", "CKV_K8S_38", "CKV_K8S_40", "CKV_K8S_43"} == set(skipped)
         assert [] == [check for check, reason in skipped.items() if len(reason) < 40]
@@ -286,8 +335,11 @@ class TestRBAC:
         account = _object("ServiceAccount")["metadata"]
         binding = _object("ClusterRoleBinding")
         pod = _object("DaemonSet")["spec"]["template"]["spec"]
-        expected = ([{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}],
-                    _object("ClusterRole")["metadata"]["name"], account["name"])
+        expected = (
+            [{"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}],
+            _object("ClusterRole")["metadata"]["name"],
+            account["name"],
+        )
         assert expected == (binding["subjects"], binding["roleRef"]["name"], pod["serviceAccountName"])
 
 
@@ -296,15 +348,26 @@ class TestDaemonSet:
         """Opt-in node selector, node-critical priority, tolerates every taint, not on the host's namespaces."""
         pod = _object("DaemonSet")["spec"]["template"]["spec"]
         expected = ("true", "system-node-critical", [{"operator": "Exists"}], (False, False, False))
-        actual = (pod["nodeSelector"]["podpin.io/enabled"], pod["priorityClassName"], pod["tolerations"],
-                  (pod["hostNetwork"], pod["hostPID"], pod["hostIPC"]))
+        actual = (
+            pod["nodeSelector"]["podpin.io/enabled"],
+            pod["priorityClassName"],
+            pod["tolerations"],
+            (pod["hostNetwork"], pod["hostPID"], pod["hostIPC"]),
+        )
         assert expected == actual
 
     def test_security_context(self) -> None:
         """uid 0 but unprivileged: no escalation, no capabilities, read-only root, RuntimeDefault seccomp."""
-        expected = {"runAsUser": 0, "runAsGroup": 0, "runAsNonRoot": False, "privileged": False,
-                    "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                    "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+        expected = {
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "runAsNonRoot": False,
+            "privileged": False,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
         assert expected == _container()["securityContext"]
         pod_context = _object("DaemonSet")["spec"]["template"]["spec"]["securityContext"]
         assert {"type": "RuntimeDefault"} == pod_context["seccompProfile"]
@@ -322,8 +385,11 @@ class TestDaemonSet:
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
             _effective_config("kubeletCPUManagerStatePath"): ("/var/lib/kubelet/cpu_manager_state", "File", True),
         }
-        actual = {path: (volume["hostPath"]["path"], volume["hostPath"]["type"], bool(mount.get("readOnly")))
-                  for path, (mount, volume) in _mounts().items() if "hostPath" in volume}
+        actual = {
+            path: (volume["hostPath"]["path"], volume["hostPath"]["type"], bool(mount.get("readOnly")))
+            for path, (mount, volume) in _mounts().items()
+            if "hostPath" in volume
+        }
         assert expected == actual
 
     def test_args_use_run_flags_and_the_mounted_config(self) -> None:
@@ -344,8 +410,11 @@ class TestDaemonSet:
         """Liveness /healthz and readiness /readyz on the `metrics` port, which is metricsBindAddress's."""
         container = _container()
         port = int(_effective_config("metricsBindAddress").rsplit(":", 1)[1])
-        expected = ([{"name": "metrics", "containerPort": port, "protocol": "TCP"}],
-                    {"path": "/healthz", "port": "metrics"}, {"path": "/readyz", "port": "metrics"})
+        expected = (
+            [{"name": "metrics", "containerPort": port, "protocol": "TCP"}],
+            {"path": "/healthz", "port": "metrics"},
+            {"path": "/readyz", "port": "metrics"},
+        )
         actual = (container["ports"], container["livenessProbe"]["httpGet"], container["readinessProbe"]["httpGet"])
         assert expected == actual
 
@@ -353,8 +422,10 @@ class TestDaemonSet:
         """Requests below limits (never Guaranteed, so never pinned) and at most 200m CPU / 256Mi memory."""
         resources = _container()["resources"]
         requests, limits = resources["requests"], resources["limits"]
-        actual = (cpu_millis(requests["cpu"]) < cpu_millis(limits["cpu"]) <= 200,
-                  memory_bytes(requests["memory"]) <= memory_bytes(limits["memory"]) <= 256 * 2**20)
+        actual = (
+            cpu_millis(requests["cpu"]) < cpu_millis(limits["cpu"]) <= 200,
+            memory_bytes(requests["memory"]) <= memory_bytes(limits["memory"]) <= 256 * 2**20,
+        )
         assert (True, True) == actual
 
     def test_image_tag_is_the_package_version(self) -> None:
@@ -366,10 +437,15 @@ class TestDaemonSet:
         """The metrics Service and the NetworkPolicy select the agent pods and expose only the metrics port."""
         pod_labels = _object("DaemonSet")["spec"]["template"]["metadata"]["labels"]
         service, policy = _object("Service")["spec"], _object("NetworkPolicy")["spec"]
-        selects_agent = (service["selector"].items() <= pod_labels.items(),
-                         policy["podSelector"]["matchLabels"].items() <= pod_labels.items())
-        expected = ((True, True), [{"name": "metrics", "port": 9363, "targetPort": "metrics", "protocol": "TCP"}],
-                    [{"ports": [{"port": "metrics", "protocol": "TCP"}]}])
+        selects_agent = (
+            service["selector"].items() <= pod_labels.items(),
+            policy["podSelector"]["matchLabels"].items() <= pod_labels.items(),
+        )
+        expected = (
+            (True, True),
+            [{"name": "metrics", "port": 9363, "targetPort": "metrics", "protocol": "TCP"}],
+            [{"ports": [{"port": "metrics", "protocol": "TCP"}]}],
+        )
         assert expected == (selects_agent, service["ports"], policy["ingress"])
 
 
@@ -404,9 +480,12 @@ class TestServiceMonitor:
         assert ["ServiceMonitor"] == [doc["kind"] for doc in monitor]
         spec, service = monitor[0]["spec"], _object("Service")
         expected = (True, ["podpin-system"], ["metrics"], "/metrics")
-        actual = (spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items(),
-                  spec["namespaceSelector"]["matchNames"], [e["port"] for e in spec["endpoints"]],
-                  spec["endpoints"][0]["path"])
+        actual = (
+            spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items(),
+            spec["namespaceSelector"]["matchNames"],
+            [e["port"] for e in spec["endpoints"]],
+            spec["endpoints"][0]["path"],
+        )
         assert expected == actual
         assert [p["name"] for p in service["spec"]["ports"]] == [e["port"] for e in spec["endpoints"]]
 
@@ -448,14 +527,22 @@ class TestDashboard:
         variables = {variable["name"]: variable["type"] for variable in dashboard["templating"]["list"]}
         bad_grid = [p["title"] for p in panels if p["gridPos"]["x"] + p["gridPos"]["w"] > 24]
         queried = [p for p in panels if p["type"] != "row"]
-        sources = {p["title"]: {p["datasource"]["uid"]} | {t["datasource"]["uid"] for t in p["targets"]}
-                   for p in queried}
+        sources = {
+            p["title"]: {p["datasource"]["uid"]} | {t["datasource"]["uid"] for t in p["targets"]} for p in queried
+        }
         bad_source = [title for title, uids in sources.items() if uids != {"${datasource}"}]
         no_query = [p["title"] for p in queried if not p["targets"]]
         kinds = {"datasource": "datasource", "node": "query", "pool": "query"}
         expected: tuple[object, ...] = (True, "podpin-node-agent", len(ids), [], [], [], kinds)
-        actual = (isinstance(dashboard["schemaVersion"], int) and dashboard["schemaVersion"] >= 36, dashboard["uid"],
-                  len(set(ids)), bad_grid, bad_source, no_query, variables)
+        actual = (
+            isinstance(dashboard["schemaVersion"], int) and dashboard["schemaVersion"] >= 36,
+            dashboard["uid"],
+            len(set(ids)),
+            bad_grid,
+            bad_source,
+            no_query,
+            variables,
+        )
         assert expected == actual
 
     def test_queries_use_only_contract_metrics_and_labels(self) -> None:
@@ -484,10 +571,16 @@ class TestDashboard:
     def test_covers_the_operator_questions(self) -> None:
         """Exclusive/shared CPUs per NUMA node, pod pools, pin latency, rejections, drift, shared-pool usage by pod."""
         used = set().union(*(promql_names(expr)[0] for _, expr in _targets()))
-        expected = {"podpin_allocation_per_numa", "podpin_shared_pool_size_millicores",
-                    "podpin_exclusive_cpu_allocation_count", "podpin_pod_shared_pool_cpus",
-                    "podpin_pin_latency_seconds_bucket", "podpin_admission_errors_total", "podpin_drift_repairs_total",
-                    "podpin_pool_cpu_usage_seconds_total"}
+        expected = {
+            "podpin_allocation_per_numa",
+            "podpin_shared_pool_size_millicores",
+            "podpin_exclusive_cpu_allocation_count",
+            "podpin_pod_shared_pool_cpus",
+            "podpin_pin_latency_seconds_bucket",
+            "podpin_admission_errors_total",
+            "podpin_drift_repairs_total",
+            "podpin_pool_cpu_usage_seconds_total",
+        }
         assert expected == expected & used
 
     def test_node_label_is_the_service_monitors(self) -> None:

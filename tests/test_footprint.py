@@ -37,6 +37,9 @@ def test_agent_on_a_two_socket_node_loads_neither_numpy_nor_core_v1_api() -> Non
     """Importing the agent and admitting a pod on a 2-NUMA machine loads neither heavy module."""
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(REPO / "deploy" / "examples" / "topology-2s.json")],
-        capture_output=True, text=True, check=True, cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
     )
     assert '{"numpy": false, "core_v1_api": false}' == result.stdout.strip()

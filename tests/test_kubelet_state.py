@@ -16,8 +16,17 @@ from agent.kubelet_state import parse_kubelet_cpu_policy, read_kubelet_cpu_polic
         ('{"policyName":"none","defaultCpuSet":"","checksum":1353318690}', "none", False),
         ('{"policyName":"static","defaultCpuSet":"0-1,6-7","entries":{"u":{"c":"2-5"}},"checksum":1}', "static", True),
         ('{"PolicyName":"Static","DefaultCPUSet":"0-7","checksum":1}', "Static", True),
-        (json.dumps({"policyName": "static", "data": json.dumps({"policyName": "none", "defaultCpuSet": ""}),
-                     "dataChecksum": 1}), "none", False),
+        (
+            json.dumps(
+                {
+                    "policyName": "static",
+                    "data": json.dumps({"policyName": "none", "defaultCpuSet": ""}),
+                    "dataChecksum": 1,
+                }
+            ),
+            "none",
+            False,
+        ),
     ],
 )
 def test_policy_from_every_format(text: str, policy: str, pinning: bool) -> None:

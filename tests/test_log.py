@@ -211,10 +211,19 @@ class TestJsonForFormat:
 
 def planned_pods() -> Any:
     """A KEP pod (bubble {1-5}: c1 exclusive {1-3}, c2 shared {4,5}) and a rejected one, planned on 2 x 8 CPUs."""
-    planner = Planner(machine(threads=1), config_from_mapping({"reservedSystemCPUs": "0", "topologyManagerPolicy": "single-numa-node"}, env={}))
-    kep = pod_from_dict(make_pod("kep", containers=[("c1", "3", "3", "1Gi", "1Gi"), ("c2",)], pod_resources=("5", "5", "5Gi", "5Gi")))
+    planner = Planner(
+        machine(threads=1),
+        config_from_mapping({"reservedSystemCPUs": "0", "topologyManagerPolicy": "single-numa-node"}, env={}),
+    )
+    kep = pod_from_dict(
+        make_pod("kep", containers=[("c1", "3", "3", "1Gi", "1Gi"), ("c2",)], pod_resources=("5", "5", "5Gi", "5Gi"))
+    )
     full = pod_from_dict(
-        make_pod("full", containers=[("c1", "3", "3", "1Gi", "1Gi"), ("c2", "2", "2", "1Gi", "1Gi"), ("c3",)], pod_resources=("5", "5", "5Gi", "5Gi"))
+        make_pod(
+            "full",
+            containers=[("c1", "3", "3", "1Gi", "1Gi"), ("c2", "2", "2", "1Gi", "1Gi"), ("c3",)],
+            pod_resources=("5", "5", "5Gi", "5Gi"),
+        )
     )
     decisions = {pod.uid: planner.admit(pod) for pod in (kep, full)}
     return planner.plan([kep, full], decisions).pods
@@ -267,22 +276,40 @@ class TestDecisionFields:
         full = planned_pods()[1]
         pod_line = decision_fields(full, node="worker-1")
         container_line = decision_fields(full, full.container("c1"), node="worker-1")
-        actual = (pod_line["reason"], pod_line["pool"], pod_line["cpus"], container_line["pool"], container_line["cpus"], container_line["numa"])
+        actual = (
+            pod_line["reason"],
+            pod_line["pool"],
+            pod_line["cpus"],
+            container_line["pool"],
+            container_line["cpus"],
+            container_line["numa"],
+        )
         assert ("TopologyAffinityError", None, "0,6-15", "node-shared", "0,6-15", [0, 1]) == actual
 
     def test_every_line_has_the_same_keys(self) -> None:
         """Pod and container lines name exactly DECISION_KEYS, in that order."""
         kep, full = planned_pods()
-        lines = [decision_fields(kep, node="n"), decision_fields(kep, kep.container("c2"), node="n"), decision_fields(full, node="n")]
+        lines = [
+            decision_fields(kep, node="n"),
+            decision_fields(kep, kep.container("c2"), node="n"),
+            decision_fields(full, node="n"),
+        ]
         assert [list(DECISION_KEYS)] * 3 == [list(line) for line in lines]
 
     def test_decision_line_through_capture_logs(self) -> None:
         """A decision logged with the fields is one event with every key, as a test sees it."""
         kep = planned_pods()[0]
         with capture_logs() as logs:
-            structlog.get_logger("podpin.reconciler").info("pod.admitted", **decision_fields(kep, kep.container("c1"), node="n"))
+            structlog.get_logger("podpin.reconciler").info(
+                "pod.admitted", **decision_fields(kep, kep.container("c1"), node="n")
+            )
         [entry] = logs
-        assert ("pod.admitted", "info", "1-3", "c1") == (entry["event"], entry["log_level"], entry["cpus"], entry["container"])
+        assert ("pod.admitted", "info", "1-3", "c1") == (
+            entry["event"],
+            entry["log_level"],
+            entry["cpus"],
+            entry["container"],
+        )
 
     def test_decision_line_as_json(self) -> None:
         """Rendered as JSON, the decision line keeps lists and nulls as JSON values."""

@@ -79,16 +79,16 @@ def test_lattice_hints_equal_the_listing(
         assert HintList.from_hints(hints, numa_info) == lattice[resource]
     if listed:
         inside = [h for h in listed["memory"] if (h.affinity or 0) & within == within]
-        expected = min(
-            inside, key=lambda h: (not h.preferred, (h.affinity or 0).bit_count(), h.affinity), default=None
-        )
+        expected = min(inside, key=lambda h: (not h.preferred, (h.affinity or 0).bit_count(), h.affinity), default=None)
         assert expected == best_listed_hint(lattice["memory"], within)
 
 
 def test_policy_uses_the_lattice_beyond_eight_nodes() -> None:
     """With NUMA info and 10 nodes the policy answers with a HintList; on 2 nodes it keeps the listing."""
     big = default_machine_state(machine(sockets=NODES, threads=1, cores_per_numa=1, memory_gib=4), {})
-    hints = StaticMemoryPolicy(NUMAInfo.from_distance_map(range(NODES))).calculate_hints(big, "pod", {"memory": 6 * GIB})
+    hints = StaticMemoryPolicy(NUMAInfo.from_distance_map(range(NODES))).calculate_hints(
+        big, "pod", {"memory": 6 * GIB}
+    )
     assert isinstance(hints["memory"], HintList)
     assert 2 == hints["memory"].min_count
     small = default_machine_state(machine(sockets=2, threads=1, cores_per_numa=1, memory_gib=4), {})
@@ -128,7 +128,9 @@ def static_planner(nodes: int, policy: str) -> Planner:
 def test_sixteen_node_static_memory_admission() -> None:
     """16 NUMA nodes, Static memory, single-numa-node: pods land on one node each; too big is rejected."""
     planner = static_planner(16, "single-numa-node")
-    placed = [planner.admit(pod_from_dict(make_pod(f"p{i}", containers=[("c", "1", "1", "6Gi", "6Gi")]))) for i in range(3)]
+    placed = [
+        planner.admit(pod_from_dict(make_pod(f"p{i}", containers=[("c", "1", "1", "6Gi", "6Gi")]))) for i in range(3)
+    ]
     assert [True] * 3 == [d.admitted for d in placed]
     assert [(0,), (1,), (2,)] == [d.numa_affinity for d in placed]
     fat = planner.admit(pod_from_dict(make_pod("fat", containers=[("c", "1", "1", "10Gi", "10Gi")])))

@@ -23,7 +23,9 @@ from podfactory import make_pod, sidecar
 MIB = 2**20
 
 
-def state(memory_gib: int = 8, nodes: int = 2, hugepages_2m: int = 0, reserved: dict[int, dict[str, int]] | None = None) -> MemoryState:
+def state(
+    memory_gib: int = 8, nodes: int = 2, hugepages_2m: int = 0, reserved: dict[int, dict[str, int]] | None = None
+) -> MemoryState:
     topology = machine(sockets=nodes, threads=1, cores_per_numa=2, memory_gib=memory_gib, hugepages_2m=hugepages_2m)
     return MemoryState(machine=default_machine_state(topology, reserved or {}))
 
@@ -60,7 +62,10 @@ def test_request_larger_than_a_node_spans_a_group() -> None:
     p = pod("big", containers=[("c", "1", "1", "12Gi", "12Gi")])
     blocks = StaticMemoryPolicy().allocate(memory, p, p.containers[0], 3, False)
     assert (Block((0, 1), "memory", 12 * GIB),) == blocks
-    assert (8 * GIB, 4 * GIB) == (memory.machine[0].tables["memory"].reserved, memory.machine[1].tables["memory"].reserved)
+    assert (8 * GIB, 4 * GIB) == (
+        memory.machine[0].tables["memory"].reserved,
+        memory.machine[1].tables["memory"].reserved,
+    )
     assert ((0, 1), (0, 1)) == (memory.machine[0].cells, memory.machine[1].cells)
 
 

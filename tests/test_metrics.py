@@ -62,7 +62,9 @@ def no_room() -> PodView:
     )
 
 
-def snapshot_of(planner: Planner, pods: list[PodView], usage: dict[tuple[str, str, str], float] | None = None) -> Snapshot:
+def snapshot_of(
+    planner: Planner, pods: list[PodView], usage: dict[tuple[str, str, str], float] | None = None
+) -> Snapshot:
     """Admit the pods in order and take the snapshot the reconciler would publish."""
     decisions: dict[str, Decision] = {}
     for pod in pods:
@@ -148,13 +150,25 @@ class TestStateMetrics:
             pod_resources=("5", "5", "5Gi", "5Gi"),
         )
         registry = AgentMetrics(lambda: snapshot_of(new_planner(), [pod])).registry
-        actual = registry.get_sample_value("podpin_pod_shared_pool_cpus", {"namespace": "default", "pod": "all-exclusive"})
+        actual = registry.get_sample_value(
+            "podpin_pod_shared_pool_cpus", {"namespace": "default", "pod": "all-exclusive"}
+        )
         assert 1.0 == actual
 
     def test_same_name_pods_are_summed_not_duplicated(self) -> None:
         """A recreated pod (same namespace/name, new uid) next to its unreleased predecessor gives one series: 1 + 2."""
-        first = view("sts-0", containers=[("c1", "1", "1", "1Gi", "1Gi"), ("c2",)], pod_resources=("2", "2", "2Gi", "2Gi"), uid="u1")
-        second = view("sts-0", containers=[("c1", "1", "1", "1Gi", "1Gi"), ("c2",)], pod_resources=("3", "3", "2Gi", "2Gi"), uid="u2")
+        first = view(
+            "sts-0",
+            containers=[("c1", "1", "1", "1Gi", "1Gi"), ("c2",)],
+            pod_resources=("2", "2", "2Gi", "2Gi"),
+            uid="u1",
+        )
+        second = view(
+            "sts-0",
+            containers=[("c1", "1", "1", "1Gi", "1Gi"), ("c2",)],
+            pod_resources=("3", "3", "2Gi", "2Gi"),
+            uid="u2",
+        )
         text = generate_latest(AgentMetrics(lambda: snapshot_of(new_planner(), [first, second])).registry).decode()
         actual = [line for line in text.splitlines() if line.startswith("podpin_pod_shared_pool_cpus")]
         assert ['podpin_pod_shared_pool_cpus{namespace="default",pod="sts-0"} 3.0'] == actual
@@ -163,8 +177,12 @@ class TestStateMetrics:
         """``usage`` becomes podpin_pool_cpu_usage_seconds_total{pool,namespace,pod}, a counter."""
         registry = AgentMetrics(node_snapshot).registry
         actual = [
-            registry.get_sample_value("podpin_pool_cpu_usage_seconds_total", {"pool": "pod-shared", "namespace": "default", "pod": "kep"}),
-            registry.get_sample_value("podpin_pool_cpu_usage_seconds_total", {"pool": "node-shared", "namespace": "default", "pod": "web"}),
+            registry.get_sample_value(
+                "podpin_pool_cpu_usage_seconds_total", {"pool": "pod-shared", "namespace": "default", "pod": "kep"}
+            ),
+            registry.get_sample_value(
+                "podpin_pool_cpu_usage_seconds_total", {"pool": "node-shared", "namespace": "default", "pod": "web"}
+            ),
         ]
         text = generate_latest(registry).decode()
         assert ([12.5, 3.25], True) == (actual, "# TYPE podpin_pool_cpu_usage_seconds_total counter" in text)
@@ -183,7 +201,9 @@ class TestStateMetrics:
         after = (
             registry.get_sample_value("podpin_pod_shared_pool_cpus", {"namespace": "default", "pod": "kep"}),
             registry.get_sample_value("podpin_exclusive_cpu_allocation_count"),
-            registry.get_sample_value("podpin_pool_cpu_usage_seconds_total", {"pool": "pod-shared", "namespace": "default", "pod": "kep"}),
+            registry.get_sample_value(
+                "podpin_pool_cpu_usage_seconds_total", {"pool": "pod-shared", "namespace": "default", "pod": "kep"}
+            ),
             registry.get_sample_value("podpin_shared_pool_size_millicores"),
         )
         assert ((2.0, 7.0), (None, 2.0, None, 13000.0)) == (before, after)
@@ -274,7 +294,12 @@ class TestEventMetrics:
         r = AgentMetrics(lambda: None).registry
         reasons = [
             r.get_sample_value("podpin_admission_errors_total", {"reason": reason})
-            for reason in ("TopologyAffinityError", "SMTAlignmentError", "EmptyPodSharedPoolError", "UnexpectedAdmissionError")
+            for reason in (
+                "TopologyAffinityError",
+                "SMTAlignmentError",
+                "EmptyPodSharedPoolError",
+                "UnexpectedAdmissionError",
+            )
         ]
         events = [
             r.get_sample_value("podpin_events_total", {"type": t, "result": res})
@@ -355,7 +380,9 @@ class TestExposition:
         metrics.cgroup_writes.labels(file="cpuset.cpus", result="ok").inc()
         metrics.malformed_pods.labels(reason="InvalidQuantity").inc()
         text = generate_latest(metrics.registry)
-        result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=30, check=False)
+        result = subprocess.run(
+            [promtool, "check", "metrics"], input=text, capture_output=True, timeout=30, check=False
+        )
         actual = (result.returncode, (result.stdout + result.stderr).decode())
         expected = (
             3,

@@ -38,7 +38,14 @@ def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
     pod = result["pods"][0]
     assert (True, [0], "1-3,17-19") == (pod["admitted"], pod["numa_affinity"], pod["bubble"])
     assert [
-        {"name": "database", "kind": "app", "pool": "exclusive", "cpus": "1-2,17-18", "mems": None, "cpu_max": "max 100000"},
+        {
+            "name": "database",
+            "kind": "app",
+            "pool": "exclusive",
+            "cpus": "1-2,17-18",
+            "mems": None,
+            "cpu_max": "max 100000",
+        },
         {"name": "envoy", "kind": "app", "pool": "pod-shared", "cpus": "3,19", "mems": None, "cpu_max": None},
         {"name": "log-collector", "kind": "app", "pool": "pod-shared", "cpus": "3,19", "mems": None, "cpu_max": None},
     ] == pod["containers"]
@@ -73,7 +80,12 @@ def test_every_example_pod_plans(capsys: pytest.CaptureFixture[str]) -> None:
 def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) -> None:
     """Text: a table per pod and a CPU map with owners, reserved and shared CPUs."""
     status, out, _ = plan(
-        capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(EXAMPLES / "pods" / "trading-engine-after.yaml")
+        capsys,
+        "--topology",
+        str(TOPOLOGY),
+        "--config",
+        str(POD_SCOPE),
+        str(EXAMPLES / "pods" / "trading-engine-after.yaml"),
     )
     assert 0 == status
     assert "CONTAINER      KIND  POOL        CPUS       NUMA  CPU.MAX" in out
@@ -92,8 +104,11 @@ def test_without_config_plans_with_a_default_reservation(capsys: pytest.CaptureF
 
 def test_rejection_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A pod that cannot be placed is shown with the kubelet's reason and message; the exit status stays 0."""
-    pod = make_pod("full", containers=[("a", "3", "3", "1Gi", "1Gi"), ("b", "2", "2", "1Gi", "1Gi"), ("c",)],
-                   pod_resources=("5", "5", "5Gi", "5Gi"))
+    pod = make_pod(
+        "full",
+        containers=[("a", "3", "3", "1Gi", "1Gi"), ("b", "2", "2", "1Gi", "1Gi"), ("c",)],
+        pod_resources=("5", "5", "5Gi", "5Gi"),
+    )
     path = tmp_path / "full.yaml"
     path.write_text(yaml.safe_dump(pod))
     status, out, _ = plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(path))
@@ -108,7 +123,11 @@ def test_list_and_multi_document_files(capsys: pytest.CaptureFixture[str], tmp_p
     listed = tmp_path / "list.yaml"
     listed.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [a, b]}))
     multi = tmp_path / "multi.yaml"
-    multi.write_text(yaml.safe_dump(c) + "---\n" + yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}))
+    multi.write_text(
+        yaml.safe_dump(c)
+        + "---\n"
+        + yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+    )
     result = plan_json(capsys, str(listed), str(multi))
     assert ["a", "b", "c"] == [p["name"] for p in result["pods"]]
 
@@ -119,7 +138,9 @@ def test_malformed_pod_is_named_and_others_still_planned(capsys: pytest.CaptureF
     good = make_pod("good", containers=[("x", "1", "1", "1Gi", "1Gi")])
     path = tmp_path / "pods.yaml"
     path.write_text(yaml.safe_dump(bad) + "---\n" + yaml.safe_dump(good))
-    status, out, err = plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), "--output", "json", str(path))
+    status, out, err = plan(
+        capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), "--output", "json", str(path)
+    )
     assert 1 == status
     assert f"podpin plan: {path}: pod bad: spec.containers[0].resources.requests.cpu" in err
     document = json.loads(out)
@@ -137,7 +158,11 @@ def test_bad_config_or_topology_is_one_line(capsys: pytest.CaptureFixture[str], 
     """Unusable configuration or topology: one line on stderr, exit status 2."""
     defaults = {"--topology": str(TOPOLOGY), "--config": str(POD_SCOPE)}
     given = [flag for flag in defaults if flag not in args]
-    status, _, err = plan(capsys, *[x for flag in given for x in (flag, defaults[flag])], *args,
-                          str(EXAMPLES / "pods" / "web-burstable.yaml"))
+    status, _, err = plan(
+        capsys,
+        *[x for flag in given for x in (flag, defaults[flag])],
+        *args,
+        str(EXAMPLES / "pods" / "web-burstable.yaml"),
+    )
     assert (2, 1) == (status, len(err.strip().splitlines()))
     assert err.startswith(message)

@@ -58,7 +58,10 @@ class TestKEPWorkedExamples:
         """Under single-numa-node the pod-scope merge fails first: TopologyAffinityError, pod-level message."""
         decision = planner(topologyManagerPolicy="single-numa-node").admit(kep_pod_no_shared_room())
         assert (False, "TopologyAffinityError") == (decision.admitted, decision.reason)
-        assert "Pod Scope pod with pod-level resources failed admission under pod-scope topology manager" == decision.message
+        assert (
+            "Pod Scope pod with pod-level resources failed admission under pod-scope topology manager"
+            == decision.message
+        )
 
     def test_no_shared_room_best_effort_is_empty_pod_shared_pool_error(self) -> None:
         """Under best-effort the merge admits and AllocatePod's validation rejects the pod."""
@@ -237,8 +240,11 @@ class TestConfigAgainstMachine:
         [
             ({"reservedSystemCPUs": "40"}, "reservedSystemCPUs: CPUs 40 are not online CPUs of this machine (0-15)"),
             (
-                {"reservedMemory": [{"numaNode": 5, "limits": {"memory": "1Gi"}}], "memoryManagerPolicy": "Static",
-                 "systemReserved": {"memory": "924Mi"}},
+                {
+                    "reservedMemory": [{"numaNode": 5, "limits": {"memory": "1Gi"}}],
+                    "memoryManagerPolicy": "Static",
+                    "systemReserved": {"memory": "924Mi"},
+                },
                 "reservedMemory: NUMA node 5 does not exist on this machine (nodes [0, 1])",
             ),
             (
@@ -258,9 +264,11 @@ class TestConfigAgainstMachine:
         big = machine(sockets=2, numa_per_socket=5, cores_per_numa=2, threads=1)
         with pytest.raises(PlannerError, match="unsupported on machines with more than 8 NUMA Nodes"):
             planner(big)
-        assert planner(big, topologyManagerPolicyOptions={"max-allowable-numa-nodes": "16"}).admit(
-            kep_pod_one_exclusive()
-        ).admitted
+        assert (
+            planner(big, topologyManagerPolicyOptions={"max-allowable-numa-nodes": "16"})
+            .admit(kep_pod_one_exclusive())
+            .admitted
+        )
 
 
 class TestHotplug:

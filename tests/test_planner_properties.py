@@ -67,9 +67,15 @@ operations = st.lists(st.tuples(st.sampled_from(["admit", "release"]), st.intege
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), ops=operations, policy=st.sampled_from(["best-effort", "restricted", "single-numa-node"]),
-       scope=st.sampled_from(["pod", "container"]))
-def test_random_sequences_keep_invariants(data: st.DataObject, ops: list[tuple[str, int]], policy: str, scope: str) -> None:
+@given(
+    data=st.data(),
+    ops=operations,
+    policy=st.sampled_from(["best-effort", "restricted", "single-numa-node"]),
+    scope=st.sampled_from(["pod", "container"]),
+)
+def test_random_sequences_keep_invariants(
+    data: st.DataObject, ops: list[tuple[str, int]], policy: str, scope: str
+) -> None:
     """No CPU in two pods, pools cover the CPUs, checkpoints round-trip, releasing all restores the start."""
     planner = Planner(
         TOPOLOGY,
@@ -88,7 +94,9 @@ def test_random_sequences_keep_invariants(data: st.DataObject, ops: list[tuple[s
                 planner.release(pod.uid)
                 after = planner.snapshot()
                 assert (before.cpu.default, before.cpu.assignments, before.cpu.pod_entries) == (
-                    after.cpu.default, after.cpu.assignments, after.cpu.pod_entries,
+                    after.cpu.default,
+                    after.cpu.assignments,
+                    after.cpu.pod_entries,
                 )
                 assert planner.admit(pod).admitted
             elif not decision.admitted:

@@ -89,9 +89,7 @@ _PODS: list[Any] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("raw", "cpus", "memory", "path"), [pytest.param(r, c, m, p, id=i) for i, r, c, m, p in _PODS]
-)
+@pytest.mark.parametrize(("raw", "cpus", "memory", "path"), [pytest.param(r, c, m, p, id=i) for i, r, c, m, p in _PODS])
 def test_pod_level_totals(raw: dict[str, Any], cpus: int, memory: dict[str, int], path: bool) -> None:
     """The pod bubble is the integral pod cpu request and pod memory/hugepages of a Guaranteed pod-level pod."""
     pod = pod_from_dict(raw)

@@ -81,9 +81,14 @@ def test_prometheus_server_scrapes_the_agent(agent: tuple[AgentNode, Spawned], t
         f"scrape_configs:\n  - job_name: podpin\n    static_configs:\n      - targets: ['{target}']\n"
     )
     server = subprocess.Popen(
-        [_binary("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            _binary("prometheus"),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     query = urllib.parse.urlencode({"query": 'podpin_exclusive_cpu_allocation_count{job="podpin"}'})
     url = f"http://127.0.0.1:{port}/api/v1/query?{query}"
@@ -106,7 +111,7 @@ def test_prometheus_server_scrapes_the_agent(agent: tuple[AgentNode, Spawned], t
     finally:
         server.terminate()
         server.wait(20)
-    assert 1 == len(result), (server.stderr.read().decode()[-2000:] if server.stderr else "")
+    assert 1 == len(result), server.stderr.read().decode()[-2000:] if server.stderr else ""
     value = result[0]["value"]
     assert isinstance(value, list)
     # The bubble of the trading pod: 6 CPUs (the kubelet counts a whole bubble as exclusively allocated).

@@ -9,8 +9,20 @@ from agent.quantity import QuantityError, cpu_millis, is_integral_cpu, memory_by
 
 @pytest.mark.parametrize(
     ("text", "millis"),
-    [("1", 1000), ("1000m", 1000), ("1.5", 1500), ("0.1", 100), ("100m", 100), (".5", 500), ("2", 2000),
-     ("0", 0), ("1e3", 1000000), ("0.0001", 1), (4, 4000), ("1k", 1000000)],
+    [
+        ("1", 1000),
+        ("1000m", 1000),
+        ("1.5", 1500),
+        ("0.1", 100),
+        ("100m", 100),
+        (".5", 500),
+        ("2", 2000),
+        ("0", 0),
+        ("1e3", 1000000),
+        ("0.0001", 1),
+        (4, 4000),
+        ("1k", 1000000),
+    ],
 )
 def test_cpu_millis(text: object, millis: int) -> None:
     """CPU quantities become millicores, rounded up like MilliValue()."""
@@ -19,10 +31,26 @@ def test_cpu_millis(text: object, millis: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("1Ki", 1024), ("1Mi", 2**20), ("9Gi", 9 * 2**30), ("1Ti", 2**40), ("1Pi", 2**50), ("1Ei", 2**60),
-     ("1k", 1000), ("1M", 10**6), ("1G", 10**9), ("1T", 10**12), ("1P", 10**15), ("1E", 10**18),
-     ("1e3", 1000), ("1E3", 1000), ("128974848", 128974848), ("129e6", 129000000), ("1.5Gi", 1610612736),
-     ("100m", 1)],
+    [
+        ("1Ki", 1024),
+        ("1Mi", 2**20),
+        ("9Gi", 9 * 2**30),
+        ("1Ti", 2**40),
+        ("1Pi", 2**50),
+        ("1Ei", 2**60),
+        ("1k", 1000),
+        ("1M", 10**6),
+        ("1G", 10**9),
+        ("1T", 10**12),
+        ("1P", 10**15),
+        ("1E", 10**18),
+        ("1e3", 1000),
+        ("1E3", 1000),
+        ("128974848", 128974848),
+        ("129e6", 129000000),
+        ("1.5Gi", 1610612736),
+        ("100m", 1),
+    ],
 )
 def test_memory_bytes(text: str, value: int) -> None:
     """Memory quantities become bytes, rounded up like Value()."""
@@ -31,8 +59,17 @@ def test_memory_bytes(text: str, value: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "integral"),
-    [("1", True), ("1000m", True), ("2000m", True), ("1.5", False), ("977m", False), ("0.1", False),
-     ("1.0001", False), ("4", True), ("4000m", True)],
+    [
+        ("1", True),
+        ("1000m", True),
+        ("2000m", True),
+        ("1.5", False),
+        ("977m", False),
+        ("0.1", False),
+        ("1.0001", False),
+        ("4", True),
+        ("4000m", True),
+    ],
 )
 def test_integral_cpu(text: str, integral: bool) -> None:
     """The integral-CPU test matches Value()*1000 == MilliValue()."""

@@ -62,7 +62,11 @@ def running() -> Iterator[Running]:
     probes = Probes()
     metrics = AgentMetrics(lambda: None)
     server = AgentServer(
-        "127.0.0.1:0", metrics.registry, health=probes.health_check, ready=probes.ready_check, state=probes.state_document
+        "127.0.0.1:0",
+        metrics.registry,
+        health=probes.health_check,
+        ready=probes.ready_check,
+        state=probes.state_document,
     )
     host, port = server.start()
     yield Running(f"http://{host}:{port}", port, probes, metrics, server)
@@ -90,7 +94,8 @@ class TestMetrics:
     def test_openmetrics_when_asked(self, running: Running) -> None:
         """An OpenMetrics Accept header gets OpenMetrics, ending in # EOF."""
         status, headers, body = fetch(
-            running.base + "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0,text/plain;q=0.5"}
+            running.base + "/metrics",
+            headers={"Accept": "application/openmetrics-text; version=1.0.0,text/plain;q=0.5"},
         )
         actual = (status, headers["Content-Type"].split(";")[0], body.decode().endswith("# EOF\n"))
         assert (200, "application/openmetrics-text", True) == actual
@@ -161,7 +166,9 @@ class TestOtherRequests:
         status, headers, body = fetch(running.base + "/metrics", method="POST")
         assert (405, "GET, HEAD", b"method not allowed\n") == (status, headers["Allow"], body)
 
-    def test_requests_go_to_structlog_debug_not_stderr(self, running: Running, capfd: pytest.CaptureFixture[str]) -> None:
+    def test_requests_go_to_structlog_debug_not_stderr(
+        self, running: Running, capfd: pytest.CaptureFixture[str]
+    ) -> None:
         """The stdlib request line is not printed; a debug http.request event is logged instead."""
         with capture_logs() as logs:
             fetch(running.base + "/healthz")
@@ -179,7 +186,13 @@ class TestOtherRequests:
 class TestLifecycle:
     def test_stop_is_prompt_and_closes_the_port(self) -> None:
         """stop() returns within a second, even with an idle client connected, and the port refuses connections."""
-        server = AgentServer("127.0.0.1:0", AgentMetrics(lambda: None).registry, health=lambda: (True, ""), ready=lambda: (True, ""), state=dict)
+        server = AgentServer(
+            "127.0.0.1:0",
+            AgentMetrics(lambda: None).registry,
+            health=lambda: (True, ""),
+            ready=lambda: (True, ""),
+            state=dict,
+        )
         host, port = server.start()
         idle = socket.create_connection((host, port), timeout=5)
         try:
@@ -194,7 +207,13 @@ class TestLifecycle:
 
     def test_stop_twice_and_stop_before_start(self) -> None:
         """stop() on a server not running does nothing; after a stop the server can start again."""
-        server = AgentServer("127.0.0.1:0", AgentMetrics(lambda: None).registry, health=lambda: (True, ""), ready=lambda: (True, ""), state=dict)
+        server = AgentServer(
+            "127.0.0.1:0",
+            AgentMetrics(lambda: None).registry,
+            health=lambda: (True, ""),
+            ready=lambda: (True, ""),
+            state=dict,
+        )
         server.stop()
         host, port = server.start()
         server.stop()
@@ -214,7 +233,11 @@ class TestLifecycle:
     def test_address_in_use(self, running: Running) -> None:
         """A port already taken is a BindError naming metricsBindAddress and the address."""
         other = AgentServer(
-            f"127.0.0.1:{running.port}", AgentMetrics(lambda: None).registry, health=lambda: (True, ""), ready=lambda: (True, ""), state=dict
+            f"127.0.0.1:{running.port}",
+            AgentMetrics(lambda: None).registry,
+            health=lambda: (True, ""),
+            ready=lambda: (True, ""),
+            state=dict,
         )
         with pytest.raises(BindError) as err:
             other.start()
@@ -259,5 +282,11 @@ class TestSplitAddress:
     def test_constructor_checks_the_address(self) -> None:
         """AgentServer refuses a bad address before anything listens."""
         with pytest.raises(ValueError) as err:
-            AgentServer("nope", AgentMetrics(lambda: None).registry, health=lambda: (True, ""), ready=lambda: (True, ""), state=dict)
+            AgentServer(
+                "nope",
+                AgentMetrics(lambda: None).registry,
+                health=lambda: (True, ""),
+                ready=lambda: (True, ""),
+                state=dict,
+            )
         assert "metricsBindAddress: 'nope' is not HOST:PORT" == str(err.value)

@@ -140,7 +140,9 @@ class _Accumulator:
         into one int (``count << 32 | id``) that sorts the same as the pair.
         """
         details = self._details
-        keys = [(full & details).bit_count() << _ID_BITS | child for child, inside, full in children if inside & details]
+        keys = [
+            (full & details).bit_count() << _ID_BITS | child for child, inside, full in children if inside & details
+        ]
         keys.sort()
         return keys
 

@@ -33,7 +33,9 @@ class Observed:
     pod: CPUSet | None = None
 
 
-def seed_observed(state: CPUState, pod: PodView, observed: Observed, assignable: CPUSet, *, pod_scope: bool) -> list[str]:
+def seed_observed(
+    state: CPUState, pod: PodView, observed: Observed, assignable: CPUSet, *, pod_scope: bool
+) -> list[str]:
     """Put the usable part of ``observed`` into ``state`` (mutated); returns the container names kept.
 
     Args:

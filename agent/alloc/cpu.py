@@ -117,8 +117,12 @@ class StaticCPUPolicy:
     def _generate_hints(self, available: CPUSet, reusable: CPUSet, request: int) -> list[TopologyHint] | HintList:
         """``generateCPUTopologyHints`` (see :mod:`agent.alloc.cpu_hints`)."""
         return cpu_hints(
-            self.topology, available, reusable, request,
-            align_by_socket=self.options.align_by_socket, numa_info=self.numa_info,
+            self.topology,
+            available,
+            reusable,
+            request,
+            align_by_socket=self.options.align_by_socket,
+            numa_info=self.numa_info,
         )
 
     def container_hints(self, state: CPUState, pod: PodView, container: ContainerView) -> CompactProviderHints:
@@ -147,9 +151,7 @@ class StaticCPUPolicy:
                 by_sidecars += cpus
             elif by_sidecars + cpus > by_init:
                 by_init = by_sidecars + cpus
-        by_apps = sum(
-            container_exclusive_cpus(pod, c) for c in pod.containers if "cpu" in c.resources.requests
-        )
+        by_apps = sum(container_exclusive_cpus(pod, c) for c in pod.containers if "cpu" in c.resources.requests)
         return max(by_init, by_apps + by_sidecars)
 
     def pod_hints(self, state: CPUState, pod: PodView) -> CompactProviderHints:
@@ -306,7 +308,9 @@ class StaticCPUPolicy:
                 deferred.append(container)
         for container in deferred:
             assign(container, pool, False)
-        return PodCPUAllocation(bubble=bubble, exclusive=tuple(exclusive), pod_shared=tuple(shared), slices=tuple(slices))
+        return PodCPUAllocation(
+            bubble=bubble, exclusive=tuple(exclusive), pod_shared=tuple(shared), slices=tuple(slices)
+        )
 
     # -- release -------------------------------------------------------------------------
     def remove_container(self, state: CPUState, pod_uid: str, container: str) -> None:

@@ -118,9 +118,14 @@ class StaticMemoryPolicy:
                 ):
                     continue
                 masks.append(bits)
-        return {
-            resource: [TopologyHint(_mask(bits), len(bits) == min_affinity) for bits in masks] for resource in requests
-        } if masks else {}
+        return (
+            {
+                resource: [TopologyHint(_mask(bits), len(bits) == min_affinity) for bits in masks]
+                for resource in requests
+            }
+            if masks
+            else {}
+        )
 
     def container_hints(self, state: MemoryState, pod: PodView, container: ContainerView) -> CompactProviderHints:
         """``GetTopologyHints`` (container scope)."""
@@ -236,9 +241,13 @@ class StaticMemoryPolicy:
         for block in blocks:
             reusable = self._reusable_for(pod.uid, block.numa, block.resource)
             if reusable:
-                self._reusable[pod.uid][block.numa][block.resource] = 0 if block.size >= reusable else reusable - block.size
+                self._reusable[pod.uid][block.numa][block.resource] = (
+                    0 if block.size >= reusable else reusable - block.size
+                )
 
-    def _shrink_init_blocks(self, state: MemoryState, pod: PodView, container: ContainerView, blocks: list[Block]) -> None:
+    def _shrink_init_blocks(
+        self, state: MemoryState, pod: PodView, container: ContainerView, blocks: list[Block]
+    ) -> None:
         """``updateInitContainersMemoryBlocks``: init blocks shrink by what later containers reuse."""
         for block in blocks:
             remaining = block.size
@@ -259,7 +268,9 @@ class StaticMemoryPolicy:
                     updated.append(old)
                 state.set(pod.uid, init.name, updated)
 
-    def allocate_pod(self, state: MemoryState, pod: PodView, affinity: int | None, preferred: bool) -> tuple[int, ...] | None:
+    def allocate_pod(
+        self, state: MemoryState, pod: PodView, affinity: int | None, preferred: bool
+    ) -> tuple[int, ...] | None:
         """``AllocatePod`` (KEP-5526): reserve the pod budget once, partition it into container blocks.
 
         Returns the NUMA nodes of the pod's memory, or None when the pod gets nothing.
@@ -341,7 +352,9 @@ def _set_missing(state: MemoryState, pod_uid: str, name: str, numa: tuple[int, .
 
 def _regenerate(blocks: tuple[Block, ...], requests: Requests) -> ProviderHints:
     """``regenerateHints``: after a restart, the hint is the mask the blocks already use."""
-    if len(blocks) != len(requests) or any(b.resource not in requests or b.size != requests[b.resource] for b in blocks):
+    if len(blocks) != len(requests) or any(
+        b.resource not in requests or b.size != requests[b.resource] for b in blocks
+    ):
         return None
     hints: dict[str, list[TopologyHint]] = {r: [] for r in requests}
     for block in blocks:

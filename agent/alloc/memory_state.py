@@ -106,7 +106,9 @@ def hugepage_resource_name(page_kib: int) -> str:
     return f"hugepages-{size}"
 
 
-def default_machine_state(topology: Topology, system_reserved: Mapping[int, Mapping[str, int]]) -> dict[int, NUMAMemory]:
+def default_machine_state(
+    topology: Topology, system_reserved: Mapping[int, Mapping[str, int]]
+) -> dict[int, NUMAMemory]:
     """``getDefaultMachineState``: every NUMA node's tables before any pod.
 
     Args:
@@ -175,7 +177,9 @@ def validate_memory_state(state: MemoryState, expected_machine: dict[int, NUMAMe
                 f"NUMA node {node}: {memory.assignments} assignments recorded but {counts[node]} blocks placed on it"
             )
         if counts[node] and memory.cells != groups[node]:
-            raise MemoryStateError(f"NUMA node {node}: group {list(memory.cells)} differs from its blocks' {list(groups[node])}")
+            raise MemoryStateError(
+                f"NUMA node {node}: group {list(memory.cells)} differs from its blocks' {list(groups[node])}"
+            )
         for name, table in memory.tables.items():
             base = expected.tables.get(name)
             if base is None or (table.total, table.system_reserved, table.allocatable) != (

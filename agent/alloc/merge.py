@@ -132,9 +132,12 @@ class LatticeMerger:
         if preferred:
             return TopologyHint(self._mask(self._fittest_small(preferred, levels)), True)
         nil_position = 1 << ((1 << len(info.nodes)) - 1)
-        achievable = _and_products_small(
-            [hint_list.masks | (nil_position if hint_list.nil else 0) for hint_list in lists], len(info.nodes)
-        ) & ~1
+        achievable = (
+            _and_products_small(
+                [hint_list.masks | (nil_position if hint_list.nil else 0) for hint_list in lists], len(info.nodes)
+            )
+            & ~1
+        )
         if not achievable:
             return TopologyHint(info.default_mask, False)
         target = max((hint_list.min_count for hint_list in lists), default=0)

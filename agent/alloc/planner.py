@@ -110,15 +110,22 @@ class Planner:
                 f"(this one has {len(nodes)}; raise topologyManagerPolicyOptions max-allowable-numa-nodes)"
             )
         if config.topology_policy_options.prefer_closest_numa and not topology.has_distances():
-            raise PlannerError("topologyManagerPolicyOptions: prefer-closest-numa-nodes needs the NUMA distances, which this machine does not list")
-        if config.cpu_policy_options.align_by_socket and topology.counters.num_sockets > topology.counters.num_numa_nodes:
+            raise PlannerError(
+                "topologyManagerPolicyOptions: prefer-closest-numa-nodes needs the NUMA distances, which this machine does not list"
+            )
+        if (
+            config.cpu_policy_options.align_by_socket
+            and topology.counters.num_sockets > topology.counters.num_numa_nodes
+        ):
             raise PlannerError(
                 "cpuManagerPolicyOptions: Align by socket is not compatible with hardware where number of sockets "
                 "are more than number of NUMA"
             )
         unknown = config.reserved_system_cpus - topology.online_cpus
         if unknown:
-            raise PlannerError(f"reservedSystemCPUs: CPUs {unknown} are not online CPUs of this machine ({topology.online_cpus})")
+            raise PlannerError(
+                f"reservedSystemCPUs: CPUs {unknown} are not online CPUs of this machine ({topology.online_cpus})"
+            )
         if config.cpu_manager_policy == "static" and config.num_reserved_cpus() >= len(topology.online_cpus):
             raise PlannerError(
                 f"kubeReserved/systemReserved: reserving {config.num_reserved_cpus()} CPUs leaves none of the "
@@ -126,7 +133,9 @@ class Planner:
             )
         for entry in config.reserved_memory:
             if entry.numa_node not in nodes:
-                raise PlannerError(f"reservedMemory: NUMA node {entry.numa_node} does not exist on this machine (nodes {list(nodes)})")
+                raise PlannerError(
+                    f"reservedMemory: NUMA node {entry.numa_node} does not exist on this machine (nodes {list(nodes)})"
+                )
 
     @staticmethod
     def _reservation(topology: Topology, config: AgentConfig, state: NodeState | None) -> CPUSet:
@@ -159,7 +168,9 @@ class Planner:
                 f'current set of available CPUs "{self.topology.online_cpus}" doesn\'t match with CPUs in state "{state.online}"'
             )
         if state.reserved != reserved:
-            raise CheckpointError(f'the checkpoint reserves CPUs "{state.reserved}" but the configuration reserves "{reserved}"')
+            raise CheckpointError(
+                f'the checkpoint reserves CPUs "{state.reserved}" but the configuration reserves "{reserved}"'
+            )
         validate_node_state(
             state, strict=self.config.cpu_policy_options.strict_cpu_reservation, expected_memory=self._expected_memory
         )
@@ -224,10 +235,17 @@ class Planner:
             if self._memory is not None:
                 self._memory.start_pod(pod.uid)
             return Decision(
-                uid=pod.uid, namespace=pod.namespace, name=pod.name, admitted=False, reason=err.reason, message=err.message
+                uid=pod.uid,
+                namespace=pod.namespace,
+                name=pod.name,
+                admitted=False,
+                reason=err.reason,
+                message=err.message,
             )
-        holds = pod.uid in cpu.assignments or pod.uid in cpu.pod_entries or (
-            pod.uid in memory.blocks or pod.uid in memory.pod_blocks
+        holds = (
+            pod.uid in cpu.assignments
+            or pod.uid in cpu.pod_entries
+            or (pod.uid in memory.blocks or pod.uid in memory.pod_blocks)
         )
         affinity = 0
         for hint in admission.hints.values():
@@ -346,11 +364,15 @@ class Planner:
             container_mems = self._mems(pod.uid, container.name)
             union = union | cpus
             mems = mems | (container_mems or CPUSet())
-            desired = DesiredValues(
-                cpuset_cpus=cpus,
-                cpuset_mems=container_mems,
-                cpu_max=period if pool == "exclusive" else None,
-            ) if managed else DesiredValues()
+            desired = (
+                DesiredValues(
+                    cpuset_cpus=cpus,
+                    cpuset_mems=container_mems,
+                    cpu_max=period if pool == "exclusive" else None,
+                )
+                if managed
+                else DesiredValues()
+            )
             containers.append(
                 ContainerPlan(
                     name=container.name,
@@ -366,9 +388,7 @@ class Planner:
         if managed:
             interim = shared
             if bubble is not None:
-                slices = CPUSet().union(
-                    *(c.cpus for c in containers if c.pool == "exclusive" and c.kind != "init")
-                )
+                slices = CPUSet().union(*(c.cpus for c in containers if c.pool == "exclusive" and c.kind != "init"))
                 interim = (bubble - slices) or shared
             pod_desired = DesiredValues(
                 cpuset_cpus=union | interim, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None

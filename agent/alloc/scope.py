@@ -134,7 +134,9 @@ def admit_pod(
     best, admit = policy.merge(_pod_hints(providers, cpu, memory, pod))
     pod_level = uses_pod_level_path(pod)
     if not admit:
-        raise TopologyAffinityError(POD_LEVEL_REJECTION if pod_level else "Resources cannot be allocated with Topology locality")
+        raise TopologyAffinityError(
+            POD_LEVEL_REJECTION if pod_level else "Resources cannot be allocated with Topology locality"
+        )
     hints = {container.name: best for container in pod.all_containers}
     if not pod_level:
         exclusive = 0

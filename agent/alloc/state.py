@@ -253,11 +253,19 @@ def _memory_from_json(value: Any) -> MemoryState:
         for name, table in r.obj(node.get("memoryMap"), f"{path}.memoryMap").items():
             t = r.obj(table, f"{path}.memoryMap.{name}")
             tables[name] = MemoryTable(
-                *(r.int_(t.get(k), f"{path}.memoryMap.{name}.{k}") for k in ("total", "systemReserved", "allocatable", "reserved", "free"))
+                *(
+                    r.int_(t.get(k), f"{path}.memoryMap.{name}.{k}")
+                    for k in ("total", "systemReserved", "allocatable", "reserved", "free")
+                )
             )
-        machine[int(key)] = NUMAMemory(r.int_(node.get("numberOfAssignments"), f"{path}.numberOfAssignments"), tuple(cells), tables)
+        machine[int(key)] = NUMAMemory(
+            r.int_(node.get("numberOfAssignments"), f"{path}.numberOfAssignments"), tuple(cells), tables
+        )
     blocks = {
-        uid: {name: r.blocks(b, f"data.memory.entries.{uid}.{name}") for name, b in r.obj(containers, f"data.memory.entries.{uid}").items()}
+        uid: {
+            name: r.blocks(b, f"data.memory.entries.{uid}.{name}")
+            for name, b in r.obj(containers, f"data.memory.entries.{uid}").items()
+        }
         for uid, containers in r.obj(data.get("entries", {}), "data.memory.entries").items()
     }
     pod_blocks = {
@@ -279,19 +287,29 @@ def state_from_checkpoint(document: Any) -> NodeState:
     doc = r.obj(document, "checkpoint")
     version = doc.get("version")
     if version != CHECKPOINT_VERSION:
-        raise CheckpointError(f"unsupported checkpoint version {json.dumps(version)} (this podpin reads version {CHECKPOINT_VERSION})")
+        raise CheckpointError(
+            f"unsupported checkpoint version {json.dumps(version)} (this podpin reads version {CHECKPOINT_VERSION})"
+        )
     data = r.obj(doc.get("data"), "data")
     checksum = "sha256:" + hashlib.sha256(_canonical(data).encode()).hexdigest()
     if doc.get("checksum") != checksum:
-        raise CheckpointError(f"checksum mismatch: the file says {doc.get('checksum')!r}, its data hashes to {checksum!r}")
+        raise CheckpointError(
+            f"checksum mismatch: the file says {doc.get('checksum')!r}, its data hashes to {checksum!r}"
+        )
     cpus = r.obj(data.get("cpus"), "data.cpus")
     state_cpu = CPUState(
         default=r.cpus(cpus.get("default"), "data.cpus.default"),
         assignments={
-            uid: {name: r.cpus(c, f"data.cpus.entries.{uid}.{name}") for name, c in r.obj(containers, f"data.cpus.entries.{uid}").items()}
+            uid: {
+                name: r.cpus(c, f"data.cpus.entries.{uid}.{name}")
+                for name, c in r.obj(containers, f"data.cpus.entries.{uid}").items()
+            }
             for uid, containers in r.obj(cpus.get("entries", {}), "data.cpus.entries").items()
         },
-        pod_entries={uid: r.cpus(c, f"data.cpus.podEntries.{uid}") for uid, c in r.obj(cpus.get("podEntries", {}), "data.cpus.podEntries").items()},
+        pod_entries={
+            uid: r.cpus(c, f"data.cpus.podEntries.{uid}")
+            for uid, c in r.obj(cpus.get("podEntries", {}), "data.cpus.podEntries").items()
+        },
     )
     pods = {}
     for uid, record in r.obj(data.get("pods", {}), "data.pods").items():
@@ -303,7 +321,10 @@ def state_from_checkpoint(document: Any) -> NodeState:
             if not isinstance(rec.get(key), str):
                 raise CheckpointError(f"data.pods.{uid}.{key}: expected a string")
         pods[uid] = PodRecord(
-            uid=uid, namespace=rec["namespace"], name=rec["name"], numa_affinity=tuple(affinity) if affinity is not None else None
+            uid=uid,
+            namespace=rec["namespace"],
+            name=rec["name"],
+            numa_affinity=tuple(affinity) if affinity is not None else None,
         )
     memory = data.get("memory")
     return NodeState(

@@ -41,14 +41,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Admit pod manifests in order through podpin's planner and show the resulting CPU placement.",
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--topology", type=Path, metavar="FILE", help="topology JSON from 'podpin topology --output json'")
     source.add_argument(
-        "--sysfs-root", type=Path, default=DEFAULT_SYSFS_ROOT, metavar="DIR", help="sysfs tree to read (default: %(default)s)"
+        "--topology", type=Path, metavar="FILE", help="topology JSON from 'podpin topology --output json'"
+    )
+    source.add_argument(
+        "--sysfs-root",
+        type=Path,
+        default=DEFAULT_SYSFS_ROOT,
+        metavar="DIR",
+        help="sysfs tree to read (default: %(default)s)",
     )
     parser.add_argument(
-        "--config", type=Path, metavar="FILE", help="agent configuration (default: the defaults with systemReserved cpu=1)"
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="agent configuration (default: the defaults with systemReserved cpu=1)",
     )
-    parser.add_argument("--output", choices=("text", "json"), default="text", help="output format (default: %(default)s)")
+    parser.add_argument(
+        "--output", choices=("text", "json"), default="text", help="output format (default: %(default)s)"
+    )
     parser.add_argument("pods", nargs="+", type=Path, metavar="POD.yaml", help="pod manifests, admitted in this order")
     parser.set_defaults(func=run)
 

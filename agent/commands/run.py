@@ -28,12 +28,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Watch this node's pods, pin their CPUs in cgroup v2, and report through metrics, logs and Events.",
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="agent configuration (YAML)")
-    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster service account, then KUBECONFIG)")
-    parser.add_argument("--pods-dir", type=Path, metavar="DIR", help="read pods from manifests in DIR instead of the API server")
-    parser.add_argument("--sysfs-root", type=Path, default=DEFAULT_SYSFS_ROOT, metavar="DIR", help="sysfs to read (default: %(default)s)")
-    parser.add_argument("--cgroup-root", type=Path, metavar="DIR", help="cgroup v2 root (default: cgroupRoot, /sys/fs/cgroup)")
-    parser.add_argument("--state-dir", type=Path, metavar="DIR", help="checkpoint directory (default: stateDir, /var/lib/podpin)")
-    parser.add_argument("--metrics-bind-address", metavar="HOST:PORT", help="metrics and health endpoints (default: 0.0.0.0:9363)")
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig (default: in-cluster service account, then KUBECONFIG)"
+    )
+    parser.add_argument(
+        "--pods-dir", type=Path, metavar="DIR", help="read pods from manifests in DIR instead of the API server"
+    )
+    parser.add_argument(
+        "--sysfs-root",
+        type=Path,
+        default=DEFAULT_SYSFS_ROOT,
+        metavar="DIR",
+        help="sysfs to read (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cgroup-root", type=Path, metavar="DIR", help="cgroup v2 root (default: cgroupRoot, /sys/fs/cgroup)"
+    )
+    parser.add_argument(
+        "--state-dir", type=Path, metavar="DIR", help="checkpoint directory (default: stateDir, /var/lib/podpin)"
+    )
+    parser.add_argument(
+        "--metrics-bind-address", metavar="HOST:PORT", help="metrics and health endpoints (default: 0.0.0.0:9363)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="decide, log and report, but write no cgroup file")
     parser.add_argument("--once", action="store_true", help="one full pass after the first pod list, then exit")
     parser.set_defaults(func=run)
@@ -60,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         config = load_config(options.config)
-        configure_logging(json=json_for_format(config.log_format), level=config.log_level, cache_logger_on_first_use=True)
+        configure_logging(
+            json=json_for_format(config.log_format), level=config.log_level, cache_logger_on_first_use=True
+        )
     except (ConfigError, ValueError) as err:
         print(f"podpin run: configuration: {err}", file=sys.stderr)
         return 2

@@ -93,15 +93,23 @@ class CoreCalls:
             if value is not None:
                 query.append((name, value))
         return self._call(
-            "GET", "/api/v1/pods", query=query, accept=_WATCH_ACCEPT if watch else _JSON,
-            preload_content=_preload_content, request_timeout=_request_timeout,
+            "GET",
+            "/api/v1/pods",
+            query=query,
+            accept=_WATCH_ACCEPT if watch else _JSON,
+            preload_content=_preload_content,
+            request_timeout=_request_timeout,
         )
 
     def create_namespaced_event(self, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None) -> Any:
         """``POST /api/v1/namespaces/{namespace}/events``."""
         return self._call(
-            "POST", "/api/v1/namespaces/{namespace}/events", path_params={"namespace": namespace},
-            body=dict(body), content_type=_JSON, request_timeout=_request_timeout,
+            "POST",
+            "/api/v1/namespaces/{namespace}/events",
+            path_params={"namespace": namespace},
+            body=dict(body),
+            content_type=_JSON,
+            request_timeout=_request_timeout,
         )
 
     def patch_namespaced_event(
@@ -109,6 +117,10 @@ class CoreCalls:
     ) -> Any:
         """``PATCH /api/v1/namespaces/{namespace}/events/{name}`` (strategic merge patch)."""
         return self._call(
-            "PATCH", "/api/v1/namespaces/{namespace}/events/{name}", path_params={"namespace": namespace, "name": name},
-            body=dict(body), content_type="application/strategic-merge-patch+json", request_timeout=_request_timeout,
+            "PATCH",
+            "/api/v1/namespaces/{namespace}/events/{name}",
+            path_params={"namespace": namespace, "name": name},
+            body=dict(body),
+            content_type="application/strategic-merge-patch+json",
+            request_timeout=_request_timeout,
         )

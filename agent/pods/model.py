@@ -264,9 +264,7 @@ def _read_qos(status: Mapping[str, Any]) -> QOSClass | None:
     raise PodSpecError.shape("status.qosClass", value, f"unknown QoS class {value!r}, expected one of {expected}")
 
 
-def _view(
-    container: _Container, statuses: Mapping[str, tuple[str | None, ContainerState]]
-) -> ContainerView:
+def _view(container: _Container, statuses: Mapping[str, tuple[str | None, ContainerState]]) -> ContainerView:
     container_id, state = statuses.get(container.name, (None, "unknown"))
     return ContainerView(
         name=container.name,

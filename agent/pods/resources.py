@@ -292,9 +292,7 @@ def _max_into(total: dict[str, Value], other: Mapping[str, Value]) -> None:
             total[name] = amount
 
 
-def aggregate(
-    app: Iterable[Mapping[str, Value]], init: Iterable[tuple[bool, Mapping[str, Value]]]
-) -> dict[str, Value]:
+def aggregate(app: Iterable[Mapping[str, Value]], init: Iterable[tuple[bool, Mapping[str, Value]]]) -> dict[str, Value]:
     """The kubelet's ``AggregateContainerRequests`` (KEP-753 effective requests).
 
     ``reqs`` = sum of app containers; walking init containers in order, a

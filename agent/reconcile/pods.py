@@ -176,8 +176,17 @@ class PodCache:
                     ContainerID.parse(container.container_id)
                 except CgroupPathError as err:
                     field = self._status_field(view.uid, container.name, container.kind == "app")
-                    found.append(BadContainerID(view.namespace, view.name, view.uid, container.name, field,
-                                                container.container_id, err.message))
+                    found.append(
+                        BadContainerID(
+                            view.namespace,
+                            view.name,
+                            view.uid,
+                            container.name,
+                            field,
+                            container.container_id,
+                            err.message,
+                        )
+                    )
         return found
 
     def _status_field(self, uid: str, name: str, app: bool) -> str:

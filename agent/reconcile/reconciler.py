@@ -178,7 +178,9 @@ class Reconciler:
         self._dirty.clear()
         self._new_cgroups.clear()
         self.snapshot = Snapshot(
-            state=self.planner.snapshot(), plan=plan, topology=self.planner.topology,
+            state=self.planner.snapshot(),
+            plan=plan,
+            topology=self.planner.topology,
             usage=usage or (self.snapshot.usage if self.snapshot else {}),
         )
         self.passes += 1
@@ -325,7 +327,8 @@ class Reconciler:
             self._enable_controllers(targets)
             report = self.fs.apply(desired) if desired else ApplyReport()
             drift = {
-                (r.path, r.file) for r in report.writes
+                (r.path, r.file)
+                for r in report.writes
                 if r.phase != "widen" and self._applied.get((r.path, r.file)) == r.new
             }
             self.reporter.applied(report, targets, drift)
@@ -377,10 +380,18 @@ class Reconciler:
                 continue
             if actual != target.values:
                 self.log.info(
-                    "cgroup.dry_run", path=str(target.path), cgroup_level=target.level,
-                    would_write={k: str(v) for k, v in (("cpuset.cpus", target.values.cpuset_cpus),
-                                                        ("cpuset.mems", target.values.cpuset_mems),
-                                                        ("cpu.max", target.values.cpu_max)) if v is not None},
+                    "cgroup.dry_run",
+                    path=str(target.path),
+                    cgroup_level=target.level,
+                    would_write={
+                        k: str(v)
+                        for k, v in (
+                            ("cpuset.cpus", target.values.cpuset_cpus),
+                            ("cpuset.mems", target.values.cpuset_mems),
+                            ("cpu.max", target.values.cpu_max),
+                        )
+                        if v is not None
+                    },
                 )
 
     def _settle(self, plan: Plan, targets: list[Target], report: ApplyReport) -> None:

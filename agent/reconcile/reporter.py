@@ -106,8 +106,13 @@ class Reporter:
         if decision.reason in ("SMTAlignmentError", "UnexpectedAdmissionError"):
             self.metrics.pinning_errors.inc()
         self.log.warning(
-            "pod.rejected", namespace=decision.namespace, pod=decision.name, uid=decision.uid,
-            reason=decision.reason, message=decision.message, pool="node-shared",
+            "pod.rejected",
+            namespace=decision.namespace,
+            pod=decision.name,
+            uid=decision.uid,
+            reason=decision.reason,
+            message=decision.message,
+            pool="node-shared",
         )
         self._warn_once(_ref(decision), decision.reason or "UnexpectedAdmissionError", decision.message or "")
 
@@ -123,8 +128,9 @@ class Reporter:
         """
         self._warned = {key for key in self._warned if key[0] in alive}
         self._pinned &= alive
-        self._malformed = {key: error for key, error in self._malformed.items()
-                           if key in alive or key.split("/")[0] in alive}
+        self._malformed = {
+            key: error for key, error in self._malformed.items() if key in alive or key.split("/")[0] in alive
+        }
 
     def mark_pinned(self, uids: Iterable[str]) -> None:
         """Pods restored from the checkpoint were pinned (and announced) by an earlier run: no second ``Pinned``."""
@@ -137,11 +143,22 @@ class Reporter:
             return
         self._malformed[key] = bad.error
         self.metrics.malformed_pods.labels(reason="status").inc()
-        self.log.error("pod.malformed", namespace=bad.namespace, pod=bad.name, uid=bad.uid, container=bad.container,
-                       field=bad.field, container_id=bad.container_id, error=bad.error)
-        self._warn_once((bad.namespace, bad.name, bad.uid), "PodpinInvalidPod",
-                        f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
-                        "not pinned to its own CPUs (its cgroup gets the pod's shared set)")
+        self.log.error(
+            "pod.malformed",
+            namespace=bad.namespace,
+            pod=bad.name,
+            uid=bad.uid,
+            container=bad.container,
+            field=bad.field,
+            container_id=bad.container_id,
+            error=bad.error,
+        )
+        self._warn_once(
+            (bad.namespace, bad.name, bad.uid),
+            "PodpinInvalidPod",
+            f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
+            "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
+        )
 
     def malformed(self, bad: Malformed) -> None:
         key = bad.uid or f"{bad.namespace}/{bad.name}"
@@ -149,9 +166,13 @@ class Reporter:
             return
         self._malformed[key] = bad.error
         self.metrics.malformed_pods.labels(reason=bad.field.split(".")[0] or "pod").inc()
-        self.log.error("pod.malformed", namespace=bad.namespace, pod=bad.name, uid=bad.uid, field=bad.field, error=bad.error)
+        self.log.error(
+            "pod.malformed", namespace=bad.namespace, pod=bad.name, uid=bad.uid, field=bad.field, error=bad.error
+        )
         if bad.uid and bad.name:
-            self._warn_once(_ref(bad), "PodpinInvalidPod", f"podpin cannot read this pod and leaves it unpinned: {bad.error}")
+            self._warn_once(
+                _ref(bad), "PodpinInvalidPod", f"podpin cannot read this pod and leaves it unpinned: {bad.error}"
+            )
 
     def kubelet(self, policy: KubeletCPUPolicy) -> None:
         """Say once (per change) why podpin writes nothing while the kubelet pins."""
@@ -179,7 +200,11 @@ class Reporter:
             if repaired:
                 self.metrics.drift_repairs.inc(len(repaired))
             event = "cgroup.drift_repaired" if repaired else "cgroup.applied"
-            self.log.info(event, **self._target_fields(target, path), files={r.file: {"old": r.old, "new": r.new, "result": r.result} for r in records})
+            self.log.info(
+                event,
+                **self._target_fields(target, path),
+                files={r.file: {"old": r.old, "new": r.new, "result": r.result} for r in records},
+            )
         for failure in (*report.failures, *report.mismatches):
             self._failure(failure, by_path)
 
@@ -194,7 +219,9 @@ class Reporter:
         self.metrics.pinning_errors.inc()
         self.log.error("cgroup.error", **self._target_fields(target, target.path), error=str(error), controllers=True)
         if target.pod is not None:
-            self._warn_once(_ref(target.pod), "PodpinPinningFailed", f"podpin could not apply the pod's CPU placement: {error}")
+            self._warn_once(
+                _ref(target.pod), "PodpinPinningFailed", f"podpin could not apply the pod's CPU placement: {error}"
+            )
 
     def _target_fields(self, target: Target | None, path: Path) -> dict[str, Any]:
         fields: dict[str, Any] = {"path": str(path)}
@@ -205,8 +232,13 @@ class Reporter:
             fields.update(namespace=target.pod.namespace, pod=target.pod.name, uid=target.pod.uid)
             if target.container is not None:
                 container = target.pod.container(target.container)
-                fields.update(container=container.name, pool=container.pool, cpus=str(container.cpus),
-                              numa=list(container.numa), cpu_max=container.desired.cpu_max)
+                fields.update(
+                    container=container.name,
+                    pool=container.pool,
+                    cpus=str(container.cpus),
+                    numa=list(container.numa),
+                    cpu_max=container.desired.cpu_max,
+                )
         return fields
 
     def _failure(self, failure: CgroupError, by_path: dict[Path, Target]) -> None:
@@ -220,7 +252,9 @@ class Reporter:
         self.metrics.pinning_errors.inc()
         self.log.error("cgroup.error", **fields, error=str(failure), mismatch=isinstance(failure, MismatchError))
         if target is not None and target.pod is not None:
-            self._warn_once(_ref(target.pod), "PodpinPinningFailed", f"podpin could not apply the pod's CPU placement: {failure}")
+            self._warn_once(
+                _ref(target.pod), "PodpinPinningFailed", f"podpin could not apply the pod's CPU placement: {failure}"
+            )
 
     def pinned(self, pod: PodPlan) -> None:
         """The Normal ``Pinned`` Event, once per pod."""

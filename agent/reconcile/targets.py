@@ -71,18 +71,31 @@ def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout) -> list[Ta
             name, desired, full_id = entry
             if not desired.is_empty():
                 targets.append(
-                    Target(path=child.path, values=values_of(desired), level="container", pod=pod, container=name,
-                           container_id=full_id)
+                    Target(
+                        path=child.path,
+                        values=values_of(desired),
+                        level="container",
+                        pod=pod,
+                        container=name,
+                        container_id=full_id,
+                    )
                 )
         elif pod.interim is not None:
             targets.append(
-                Target(path=child.path, values=CgroupValues(cpuset_cpus=pod.interim), level="unidentified", pod=pod,
-                       container_id=child.id)
+                Target(
+                    path=child.path,
+                    values=CgroupValues(cpuset_cpus=pod.interim),
+                    level="unidentified",
+                    pod=pod,
+                    container_id=child.id,
+                )
             )
     return targets
 
 
-def plan_targets(plan: Plan, live: Iterable[ScannedPod], layout: CgroupLayout, qos_levels: Mapping[str, Path]) -> list[Target]:
+def plan_targets(
+    plan: Plan, live: Iterable[ScannedPod], layout: CgroupLayout, qos_levels: Mapping[str, Path]
+) -> list[Target]:
     """Every target of the plan over the live tree.
 
     Args:

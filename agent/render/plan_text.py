@@ -75,7 +75,9 @@ def owner_tags(plan: Plan) -> list[_Owner]:
                 pool_users.append(c.name)
         if pool_users:
             pools += 1
-            owners.append(_Owner(f"P{pools}", f"{pod.namespace}/{pod.name} pod shared pool ({', '.join(pool_users)})", pool_cpus))
+            owners.append(
+                _Owner(f"P{pools}", f"{pod.namespace}/{pod.name} pod shared pool ({', '.join(pool_users)})", pool_cpus)
+            )
     return owners
 
 

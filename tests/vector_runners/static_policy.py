@@ -15,11 +15,16 @@ from agent.alloc.options import OptionsError, parse_cpu_policy_options
 from agent.cpuset import CPUSet
 from agent.pods.model import PodView, pod_from_dict
 
-_ERROR_TYPES = {"error": "UnexpectedAdmissionError", "SMTAlignmentError": "SMTAlignmentError",
-                "EmptyPodSharedPoolError": "EmptyPodSharedPoolError"}
+_ERROR_TYPES = {
+    "error": "UnexpectedAdmissionError",
+    "SMTAlignmentError": "SMTAlignmentError",
+    "EmptyPodSharedPoolError": "EmptyPodSharedPoolError",
+}
 
 
-def _resources(request: str | None, limit: str | None, memory_request: str | None, memory_limit: str | None) -> dict[str, Any]:
+def _resources(
+    request: str | None, limit: str | None, memory_request: str | None, memory_limit: str | None
+) -> dict[str, Any]:
     requests = {k: v for k, v in (("cpu", request), ("memory", memory_request)) if v is not None}
     limits = {k: v for k, v in (("cpu", limit), ("memory", memory_limit)) if v is not None}
     result: dict[str, Any] = {}
@@ -55,8 +60,10 @@ def pod_of(spec: dict[str, Any]) -> PodView:
     pod_resources = spec.get("pod_resources")
     if pod_resources:
         raw["spec"]["resources"] = _resources(
-            pod_resources["cpu_request"], pod_resources["cpu_limit"],
-            pod_resources["memory_request"], pod_resources["memory_limit"],
+            pod_resources["cpu_request"],
+            pod_resources["cpu_limit"],
+            pod_resources["memory_request"],
+            pod_resources["memory_limit"],
         )
     return pod_from_dict(raw)
 
@@ -116,7 +123,9 @@ def _run_allocate(case: dict[str, Any]) -> None:
 def _run_allocate_cpus(case: dict[str, Any]) -> None:
     policy, state = _policy(case), _state(case)
     if case.get("call_start_first"):
-        validate_cpu_state(state, policy.topology.online_cpus, policy.reserved, strict=policy.options.strict_cpu_reservation)
+        validate_cpu_state(
+            state, policy.topology.online_cpus, policy.reserved, strict=policy.options.strict_cpu_reservation
+        )
     affinity = mask_of(case["numa_affinity"]) if case["numa_affinity"] is not None else None
     assigned = policy.allocate_cpus(state, case["request"], affinity, CPUSet.parse(case["reusable_cpus"]))
     assert CPUSet.parse(case["expect_assigned"]) == assigned
