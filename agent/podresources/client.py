@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from agent.podresources.v1.api_pb2_grpc import PodResourcesListerStub
 
-__all__ = ["DEFAULT_SOCKET", "ErrorKind", "PodResourcesError", "PodResourcesClient"]
+__all__ = ["DEFAULT_SOCKET", "ErrorKind", "PodResourcesClient", "PodResourcesError"]
 
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 """Where the kubelet serves the PodResources API."""

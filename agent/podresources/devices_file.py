@@ -28,7 +28,7 @@ import yaml
 
 from agent.podresources.model import ContainerKey, DeviceAssignments, DeviceGroup
 
-__all__ = ["DevicesFileError", "parse_devices", "load_devices"]
+__all__ = ["DevicesFileError", "load_devices", "parse_devices"]
 
 _ENTRY_KEYS = frozenset({"namespace", "pod", "container", "devices"})
 _DEVICE_KEYS = frozenset({"resource", "ids", "numa"})

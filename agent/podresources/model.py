@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["ContainerKey", "DeviceGroup", "DeviceAssignments", "AllocatableDevices"]
+__all__ = ["AllocatableDevices", "ContainerKey", "DeviceAssignments", "DeviceGroup"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)

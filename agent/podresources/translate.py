@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the generated classes only type the arguments; nothing here
         PodResources,
     )
 
-__all__ = ["assignments_from_list", "assignments_from_pod", "allocatable_from_response"]
+__all__ = ["allocatable_from_response", "assignments_from_list", "assignments_from_pod"]
 
 
 def _group(devices: ContainerDevices, where: str, problems: list[str]) -> DeviceGroup | None:

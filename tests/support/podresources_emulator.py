@@ -33,7 +33,7 @@ import grpc
 
 from agent.podresources.v1 import api_pb2
 
-__all__ = ["PodResourcesEmulator", "Group"]
+__all__ = ["Group", "PodResourcesEmulator"]
 
 Group = tuple[str, tuple[str, ...], tuple[int, ...]]
 """A device group: (resource, device ids, NUMA nodes)."""
