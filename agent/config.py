@@ -79,6 +79,9 @@ class AgentConfig:
     log_level: str = "info"
     log_format: str = "auto"
     cgroup_watch: str = "auto"
+    pod_resources_socket: Path = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+    nrt_enabled: bool = False
+    nrt_min_interval: float = 5.0
 
     def num_reserved_cpus(self) -> int:
         """How many CPUs are reserved: |reservedSystemCPUs| if set, else ceil(kube + system reserved cpu)."""
@@ -111,10 +114,11 @@ _STRINGS = (
     "stateDir",
     "kubeletCPUManagerStatePath",
     "metricsBindAddress",
+    "podResourcesSocket",
 )
 
 #: Every key the configuration file may hold.
-CONFIG_KEYS = tuple(sorted({*_CHOICES, *_MAPS, *_DURATIONS, *_STRINGS, "reservedMemory", "dryRun"}))
+CONFIG_KEYS = tuple(sorted({*_CHOICES, *_MAPS, *_DURATIONS, *_STRINGS, "reservedMemory", "dryRun", "nrt"}))
 
 
 def _duration(key: str, value: object) -> timedelta:
@@ -125,6 +129,22 @@ def _duration(key: str, value: object) -> timedelta:
     except Exception as err:  # durationpy raises its own exception types
         raise ConfigError(f'{key}: {value!r} is not a duration such as "10s" ({err})') from err
     return result
+
+
+def _nrt(value: object) -> tuple[bool, float]:
+    """``nrt: {enabled: bool, minInterval: duration}``: publishing the NodeResourceTopology (off by default)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"nrt: {value!r} is not a map of enabled and minInterval")
+    unknown = sorted(set(value) - {"enabled", "minInterval"})
+    if unknown:
+        raise ConfigError(f"nrt.{unknown[0]}: unknown key (known: enabled, minInterval)")
+    enabled = value.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"nrt.enabled: {enabled!r} is not true or false")
+    interval = _duration("nrt.minInterval", value.get("minInterval", "5s"))
+    if interval < timedelta(0):
+        raise ConfigError(f"nrt.minInterval: {value.get('minInterval')!r} must not be negative")
+    return enabled, interval.total_seconds()
 
 
 def _resource_map(key: str, value: Mapping[str, Any]) -> dict[str, int]:
@@ -259,6 +279,7 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
         if value <= timedelta(0):
             raise ConfigError(f"{key}: {data.get(key)!r} must be positive")
 
+    nrt_enabled, nrt_min_interval = _nrt(data.get("nrt", {}))
     config = AgentConfig(
         cpu_manager_policy=data.get("cpuManagerPolicy", "static"),
         cpu_policy_options=cpu_options,
@@ -289,6 +310,9 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
         log_level=data.get("logLevel", "info"),
         log_format=data.get("logFormat", "auto"),
         cgroup_watch=data.get("cgroupWatch", "auto"),
+        pod_resources_socket=Path(data.get("podResourcesSocket", "/var/lib/kubelet/pod-resources/kubelet.sock")),
+        nrt_enabled=nrt_enabled,
+        nrt_min_interval=nrt_min_interval,
     )
     _check_bind_address(config.metrics_bind_address)
     if config.cpu_manager_policy == "static" and config.num_reserved_cpus() == 0:

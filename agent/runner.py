@@ -42,6 +42,7 @@ from agent.kube.events import EventRecorder
 from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
+from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
@@ -140,6 +141,7 @@ class Agent:
             rebuild=rebuild,
         )
         self.source = self._source(api)
+        self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)
         watch_mode = "auto" if self.config.cgroup_watch == "off" else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)  # type: ignore[arg-type]
         try:
@@ -331,6 +333,8 @@ class Agent:
                 continue
             if self.reconciler.run_pass():
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
+                if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
+                    self.nrt.offer(self.reconciler.snapshot.state, self.reconciler.snapshot.topology)
                 if self.options.once:
                     if self.reconciler.blocked is not None:
                         self.failure = self.reconciler.blocked
