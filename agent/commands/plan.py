@@ -6,12 +6,18 @@ agent runs, with the agent's configuration. Rejections are normal outcomes and
 are printed with the kubelet's reason and message; a file or pod that cannot be
 read is reported on stderr, the other pods are still planned, and the exit
 status is 1. Bad configuration or topology: one line on stderr, exit 2.
+
+``--output nrt`` prints, instead of the plan, the NodeResourceTopology object
+the node would publish after these pods (``agent.nrt``), named after
+``nodeName`` (else this host's name) and without the ownerReference, which
+needs the Node's uid.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,7 +64,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="agent configuration (default: the defaults with systemReserved cpu=1)",
     )
     parser.add_argument(
-        "--output", choices=("text", "json"), default="text", help="output format (default: %(default)s)"
+        "--output",
+        choices=("text", "json", "nrt"),
+        default="text",
+        help="the plan as text or json, or nrt: the NodeResourceTopology the node would publish (default: %(default)s)",
     )
     parser.add_argument("pods", nargs="+", type=Path, metavar="POD.yaml", help="pod manifests, admitted in this order")
     parser.set_defaults(func=run)
@@ -110,7 +119,17 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         where = problem["file"] + (f": pod {problem['pod']}" if problem["pod"] else "")
         print(f"podpin plan: {where}: {problem['error']}", file=sys.stderr)
-    if args.output == "json":
+    if args.output == "nrt":
+        from agent.nrt import attributes_of, node_resource_topology, occupancy_of
+
+        obj = node_resource_topology(
+            node_name=config.node_name or socket.gethostname(),
+            topology=topology,
+            occupancy=occupancy_of(topology, config, planner.snapshot()),
+            attributes=attributes_of(config),
+        )
+        sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    elif args.output == "json":
         document = plan_to_dict(plan)
         if problems:
             document["errors"] = problems
