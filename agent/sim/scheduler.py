@@ -25,6 +25,11 @@ fragmentation this simulation measures.
   pods to a node whose planner rejects them; with ``first-fit`` and
   ``single-numa-node`` that is every later pod of the same size, as on a real
   cluster whose scheduler always prefers that node.
+* ``numa-aware`` adds scheduler-plugins' NodeResourceTopologyMatch filter and
+  score over each node's NodeResourceTopology (:mod:`agent.sim.numa_aware`);
+  the engine drives it through :meth:`Scheduler.fits` and
+  :meth:`Scheduler.least_allocated`, since it needs each node's topology
+  object, which only the engine has.
 * A pod the node's planner rejects fails there (the kubelet's admission
   error is terminal) and frees its requests again, so only admitted pods count
   against a node.
@@ -42,8 +47,8 @@ from agent.topology.model import Topology
 
 __all__ = ["MAX_PODS", "SCHEDULERS", "Requests", "Scheduler", "SchedulerName", "node_allocatable", "pod_requests"]
 
-SchedulerName = Literal["first-fit", "most-allocated", "least-allocated"]
-SCHEDULERS: tuple[SchedulerName, ...] = ("first-fit", "most-allocated", "least-allocated")
+SchedulerName = Literal["first-fit", "most-allocated", "least-allocated", "numa-aware"]
+SCHEDULERS: tuple[SchedulerName, ...] = ("first-fit", "most-allocated", "least-allocated", "numa-aware")
 
 MAX_PODS = 110
 """The kubelet's default ``maxPods``."""
@@ -99,6 +104,19 @@ class Scheduler:
         self._requested = [Requests(0, 0)] * nodes
         self._pods = [0] * nodes
 
+    def fits(self, node: int, pod: Requests) -> bool:
+        """``NodeResourcesFit``: the pod's requests fit what is left of the node's allocatable."""
+        return self._fits(node, pod)
+
+    def least_allocated(self, node: int, pod: Requests) -> int:
+        """kube-scheduler's ``NodeResourcesFit`` ``LeastAllocated`` score (0-100) after placing the pod."""
+        after = self._requested[node] + pod
+        scores = []
+        for allocatable, requested in ((self.allocatable.cpu, after.cpu), (self.allocatable.memory, after.memory)):
+            if allocatable:
+                scores.append(max(0, allocatable - requested) * 100 // allocatable)
+        return sum(scores) // len(scores) if scores else 0
+
     def _fits(self, node: int, pod: Requests) -> bool:
         after = self._requested[node] + pod
         if self._pods[node] >= MAX_PODS or after.cpu > self.allocatable.cpu:
@@ -120,7 +138,7 @@ class Scheduler:
         fitting = [node for node in nodes if self._fits(node, pod)]
         if not fitting:
             return None
-        if self.policy == "least-allocated":
+        if self.policy in ("least-allocated", "numa-aware"):  # numa-aware without topology objects: its fit part
             return min(fitting, key=lambda node: (self._score(node, pod), node))
         return max(fitting, key=lambda node: (self._score(node, pod), -node))
 
