@@ -46,7 +46,7 @@ class Amounts:
     available: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Occupancy:
     """NUMA node id -> resource name -> :class:`Amounts` (CPUs in whole CPUs, memory in bytes)."""
 
@@ -83,4 +83,4 @@ def occupancy_of(topology: Topology, config: AgentConfig, state: NodeState | Non
             free = table.free if track_memory else table.allocatable
             resources[name] = Amounts(capacity=table.total, allocatable=table.allocatable, available=free)
         zones[node] = MappingProxyType(resources)
-    return Occupancy(MappingProxyType(zones))
+    return Occupancy(zones=MappingProxyType(zones))

@@ -50,7 +50,7 @@ def _numa_union(groups: Iterable[DeviceGroup]) -> tuple[int, ...]:
     return tuple(sorted({node for group in groups for node in group.numa}))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceAssignments:
     """Every container's device groups; containers without devices are absent."""
 
@@ -60,7 +60,7 @@ class DeviceAssignments:
     def of(cls, entries: Mapping[ContainerKey, Iterable[DeviceGroup]]) -> DeviceAssignments:
         """Build from a mapping, dropping containers with no device and freezing the rest."""
         frozen = {key: tuple(groups) for key, groups in sorted(entries.items())}
-        return cls(MappingProxyType({key: groups for key, groups in frozen.items() if groups}))
+        return cls(containers=MappingProxyType({key: groups for key, groups in frozen.items() if groups}))
 
     def for_container(self, namespace: str, pod: str, container: str) -> tuple[DeviceGroup, ...]:
         """The container's device groups (empty when it holds none)."""
@@ -96,7 +96,7 @@ class DeviceAssignments:
         return len(self.containers)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AllocatableDevices:
     """The node's devices per resource: ``GetAllocatableResources`` as device groups."""
 

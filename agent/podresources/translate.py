@@ -83,4 +83,4 @@ def allocatable_from_response(response: AllocatableResourcesResponse) -> tuple[A
     """The node's devices from a ``GetAllocatableResources`` answer, and the problems found."""
     problems: list[str] = []
     groups = _groups(response.devices, "allocatable devices", problems)
-    return AllocatableDevices(tuple(groups)), problems
+    return AllocatableDevices(groups=tuple(groups)), problems

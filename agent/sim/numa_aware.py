@@ -57,7 +57,7 @@ MAX_SCORE = 100
 _AFFINE_PREFIX = "hugepages-"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NUMAZone:
     """One ``Node`` zone: its NUMA id and the available amount of each resource (CPU in millicores)."""
 
@@ -81,7 +81,7 @@ def zones_of(obj: Mapping[str, Any]) -> list[NUMAZone]:
         if zone.get("type") != "Node" or not name.startswith("node-") or not name[5:].isdigit():
             continue
         available = {str(r["name"]): _amount(str(r["name"]), r.get("available")) for r in zone.get("resources") or []}
-        zones.append(NUMAZone(int(name[5:]), available))
+        zones.append(NUMAZone(numa=int(name[5:]), available=available))
     return sorted(zones, key=lambda z: z.numa)
 
 
@@ -165,7 +165,7 @@ def _subtract(zones: list[NUMAZone], numa: int, requests: Mapping[str, int], gua
             for resource, quantity in requests.items():
                 if resource in available and quantity and (guaranteed or not _affine(resource)):
                     available[resource] -= quantity
-            zone = NUMAZone(zone.numa, available)
+            zone = NUMAZone(numa=zone.numa, available=available)
         result.append(zone)
     return result
 

@@ -206,14 +206,14 @@ def test_devices_come_from_pod_resources_on_a_node_with_devices(stop: threading.
         assert ["GetAllocatableResources", "List"] == kubelet.calls
 
 
-def test_no_devices_means_no_grpc_call(api: ApiServerEmulator, stop: threading.Event, tmp_path: Path) -> None:
+def test_no_devices_means_no_grpc_call(api: ApiServerEmulator, stop: threading.Event) -> None:
     """A Node without extended resources is published without asking the kubelet (gRPC is never needed)."""
-    topology, cfg = machine(), config()
-    client = PodResourcesClient(tmp_path / "absent.sock")
-    pub = publisher(api, stop, cfg, devices=client)
-    pub.offer(Planner(topology, cfg).snapshot(), topology)
-    wait(lambda: stored(api) is not None)
-    assert client._channel is None
+    with PodResourcesEmulator() as kubelet:
+        topology, cfg = machine(), config()
+        pub = publisher(api, stop, cfg, devices=PodResourcesClient(kubelet.socket))
+        pub.offer(Planner(topology, cfg).snapshot(), topology)
+        wait(lambda: stored(api) is not None)
+        assert [] == kubelet.calls
 
 
 def test_missing_socket_publishes_without_devices(stop: threading.Event, tmp_path: Path) -> None:

@@ -147,7 +147,7 @@ def test_without_static_memory_nothing_is_subtracted() -> None:
 
 def devices() -> tuple[AllocatableDevices, DeviceAssignments]:
     allocatable = AllocatableDevices(
-        (
+        groups=(
             DeviceGroup(resource=GPU, ids=("gpu-0",), numa=(0,)),
             DeviceGroup(resource=GPU, ids=("gpu-1", "gpu-2"), numa=(1,)),
             DeviceGroup(resource=GPU, ids=("gpu-x",), numa=()),

@@ -46,7 +46,7 @@ def test_allocatable_lists_every_device_with_its_numa_node(kubelet: PodResources
     """GetAllocatableResources becomes the node's device groups, NUMA nodes included."""
     client = PodResourcesClient(kubelet.socket)
     expected = AllocatableDevices(
-        (
+        groups=(
             DeviceGroup(resource=GPU, ids=("gpu-0",), numa=(0,)),
             DeviceGroup(resource=GPU, ids=("gpu-1",), numa=(1,)),
             DeviceGroup(resource=VF, ids=("vf-0", "vf-1"), numa=(1,)),

@@ -99,7 +99,7 @@ def test_allocatable_groups_and_held_counts() -> None:
     assert [] == problems
     assert (
         AllocatableDevices(
-            (
+            groups=(
                 DeviceGroup(resource=GPU, ids=("g0", "g1"), numa=(0,)),
                 DeviceGroup(resource="x.io/nic", ids=("n",), numa=(1,)),
             )
