@@ -205,4 +205,6 @@ def test_contract_keys() -> None:
         "logLevel",
         "logFormat",
         "cgroupWatch",
+        "nrt",
+        "podResourcesSocket",
     } == set(CONFIG_KEYS)

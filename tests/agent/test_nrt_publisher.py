@@ -106,6 +106,7 @@ def test_creates_then_updates_owned_by_the_node(api: ApiServerEmulator, stop: th
     admit(planner, "a", 4)
     pub.offer(planner.snapshot(), topology)
     wait(lambda: cpu_available(stored(api)) == ["11", "16"])
+    wait(lambda: len(writes(api)) == 2)  # the request log is written just after the object is stored
     assert ["POST 201", "PUT 200"] == writes(api)
     api.objects.delete_node("node-1")
     assert stored(api) is None
@@ -136,7 +137,7 @@ def test_a_burst_is_coalesced_and_the_latest_state_wins(api: ApiServerEmulator, 
         admit(planner, f"p{i}", 1)
         pub.offer(planner.snapshot(), topology)
     wait(lambda: cpu_available(stored(api)) == ["5", "16"])
-    time.sleep(1.2)
+    time.sleep(1.2)  # any further write would come within minInterval
     assert ["POST 201", "PUT 200"] == writes(api)
 
 
