@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.alloc.planner import Planner
 from agent.config import AgentConfig, config_from_mapping
-from agent.nrt import NRTPublisher, TopologyCalls
+from agent.nrt import NRTPublisher, TopologyCalls, has_extended_resources
 from agent.pods.model import pod_from_dict
 from agent.podresources import PodResourcesClient
 from agent.topology.model import Topology
@@ -240,3 +240,38 @@ def test_topology_change_is_published(api: ApiServerEmulator, stop: threading.Ev
     smaller: Topology = machine(cores_per_numa=4)
     pub.offer(Planner(smaller, cfg).snapshot(), smaller)
     wait(lambda: cpu_available(stored(api)) == ["7", "8"])
+
+
+def test_devices_are_refreshed_without_a_new_state(stop: threading.Event) -> None:
+    """On a node with devices, a GPU taken by a container shows within the refresh period, with no new offer."""
+    with ApiServerEmulator() as api, PodResourcesEmulator() as kubelet:
+        api.objects.register_crd(crd())
+        api.objects.add_node("node-1", uid="u", capacity={GPU: "1"})
+        kubelet.set_allocatable([(GPU, ("gpu-0",), (0,))])
+        topology, cfg = machine(), config()
+        pub = publisher(api, stop, cfg, devices=PodResourcesClient(kubelet.socket), refresh_period=0.3)
+        pub.offer(Planner(topology, cfg).snapshot(), topology)
+
+        def gpu_free() -> str | None:
+            obj = stored(api)
+            return (
+                None if obj is None else next(r["available"] for r in obj["zones"][0]["resources"] if r["name"] == GPU)
+            )
+
+        wait(lambda: gpu_free() == "1")
+        kubelet.set_pod("ml", "t", {"train": [(GPU, ("gpu-0",), (0,))]})
+        wait(lambda: gpu_free() == "0", timeout=5.0)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({"capacity": {"cpu": "8", "memory": "1Gi", "hugepages-2Mi": "0", "pods": "110"}}, False),
+        ({"allocatable": {"nvidia.com/gpu": "2"}}, True),
+        ({"capacity": {"kubernetes.io/batch-cpu": "1"}}, False),
+        ({}, False),
+    ],
+)
+def test_extended_resources_mean_devices(status: dict[str, Any], expected: bool) -> None:
+    """Only a vendor-prefixed resource in the Node's capacity or allocatable counts as a device."""
+    assert expected == has_extended_resources({"status": status})
