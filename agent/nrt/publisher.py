@@ -18,9 +18,12 @@ admissions becomes one write of the final state) and:
 
 A failure (API server down, CRD missing, RBAC) is logged and counted, and the
 latest state is tried again after a backoff doubling from 1 s to 60 s; a newer
-offer never waits longer than that. On a node with devices the object is also
-refreshed every ``refresh_period`` (devices change without podpin's state
-changing). The thread is a daemon and ends when the agent's stop event is set.
+offer never waits longer than that. Every ``refresh_period`` (60 s) without a
+new offer the last state is published again, re-reading the Node and the
+stored object: devices change without podpin's state changing, and the object
+may have been deleted (a Node recreated under the same name takes its objects
+with it) or edited by someone else; an unchanged object costs two GETs. The
+thread is a daemon and ends when the agent's stop event is set.
 """
 
 from __future__ import annotations
@@ -133,13 +136,14 @@ class NRTPublisher:
         backoff = _BACKOFF_START
         last: tuple[NodeState, Topology] | None = None
         while not self.stop_event.is_set():
+            refresh = False
             with self._cond:
                 refresh_at = self.clock() + self.refresh_period
                 while self._pending is None and not self.stop_event.is_set():
-                    if last is not None and self._uses_devices() and self.clock() >= refresh_at:
-                        self._pending = last
+                    if last is not None and self.clock() >= refresh_at:
+                        self._pending, refresh = last, True
                         break
-                    self._cond.wait(1.0)
+                    self._cond.wait(max(0.01, min(1.0, refresh_at - self.clock())))
             if not self._wait(next_allowed):
                 return
             with self._cond:
@@ -147,7 +151,7 @@ class NRTPublisher:
             if item is None:
                 continue
             try:
-                result = self._publish(*item)
+                result = self._publish(*item, refresh=refresh)
             except Exception as err:  # noqa: BLE001 - any failure is logged, counted and retried; the thread lives on
                 self.publishes.labels(result="error").inc()
                 self.log.warning("nrt.publish_failed", error=_describe(err), retry_in=backoff)
@@ -163,7 +167,7 @@ class NRTPublisher:
             self.publishes.labels(result=result).inc()
             if result != "unchanged":
                 self.published += 1
-                self.log.info("nrt.published", result=result)
+                self.log.info("nrt.published", result=result, refresh=refresh)
 
     def _uses_devices(self) -> bool:
         return self.devices is not None and self._node is not None and has_extended_resources(self._node)
@@ -181,7 +185,14 @@ class NRTPublisher:
         self._device_warning = None
         return facts
 
-    def _publish(self, state: NodeState, topology: Topology) -> str:
+    def _publish(self, state: NodeState, topology: Topology, *, refresh: bool = False) -> str:
+        """Write the object for this state if the API server does not hold it already; the result's name.
+
+        ``refresh`` re-reads the Node and the stored object even when this very
+        body was written last time (the object may have been deleted or edited).
+        """
+        if refresh:
+            self._node = None
         if self._node is None:
             self._node = self.calls.read_node(self.node_name)
         node = self._node
@@ -196,7 +207,7 @@ class NRTPublisher:
             assignments=assignments,
             owner_uid=str((node.get("metadata") or {}).get("uid") or "") or None,
         )
-        if body == self._last_body:
+        if body == self._last_body and not refresh:
             return "unchanged"
         try:
             existing = self.calls.read_topology(self.node_name)

@@ -275,3 +275,18 @@ def test_devices_are_refreshed_without_a_new_state(stop: threading.Event) -> Non
 def test_extended_resources_mean_devices(status: dict[str, Any], expected: bool) -> None:
     """Only a vendor-prefixed resource in the Node's capacity or allocatable counts as a device."""
     assert expected == has_extended_resources({"status": status})
+
+
+def test_a_recreated_node_gets_its_object_back(api: ApiServerEmulator, stop: threading.Event) -> None:
+    """The Node is deleted (its object collected) and recreated with a new uid: the refresh publishes again, owned by it."""
+    topology, cfg = machine(), config()
+    pub = publisher(api, stop, cfg, refresh_period=0.3)
+    pub.offer(Planner(topology, cfg).snapshot(), topology)
+    wait(lambda: stored(api) is not None)
+    api.objects.delete_node("node-1")
+    assert stored(api) is None
+    api.objects.add_node("node-1", uid="uid-new")
+    wait(lambda: stored(api) is not None, timeout=5.0)
+    obj = stored(api)
+    assert obj is not None
+    assert "uid-new" == obj["metadata"]["ownerReferences"][0]["uid"]
