@@ -76,7 +76,7 @@ print("GRPC", "grpc" in sys.modules or "google.protobuf" in sys.modules, file=sy
             "deploy/examples/pods/ml-data-loader.yaml",
         ],
         ["plan", "--topology", "deploy/examples/topology-2s.json", "deploy/examples/pods/ml-data-loader.yaml"],
-        ["topology", "--sysfs-root", "/nonexistent-sysfs"],
+        ["topology", "--output", "json"],
     ],
 )
 def test_plan_and_topology_never_load_grpc(argv: list[str]) -> None:
