@@ -25,7 +25,7 @@ from typing import Any
 import durationpy
 import yaml
 
-from agent.alloc.options import (
+from agent.alloc import (
     CPUPolicyOptions,
     OptionsError,
     TopologyPolicyOptions,

@@ -46,7 +46,7 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import Processor
 
-from agent.alloc.plan import ContainerPlan, PodPlan
+from agent.alloc import ContainerPlan, PodPlan
 from agent.cpuset import CPUSet
 
 __all__ = [

@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from agent.alloc.plan import ContainerPlan, Plan, PodPlan
-from agent.alloc.state import NodeState
+from agent.alloc import ContainerPlan, NodeState, Plan, PodPlan
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 

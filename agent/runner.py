@@ -28,8 +28,7 @@ from typing import Any
 
 import structlog
 
-from agent.alloc.planner import Planner, PlannerError
-from agent.alloc.state import CheckpointError, state_to_checkpoint
+from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpoint
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS, FileOps
 from agent.cgroups.layout import CgroupLayout, detect_layout

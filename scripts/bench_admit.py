@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.config import AgentConfig, config_from_mapping
 from agent.pods.model import PodView, pod_from_dict
 from agent.sim.codec import workload_from_dict

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from agent.alloc.hints import MAX_NUMA_ID, NUMAInfo, ProviderHints, TopologyHint, mask_of
+from agent.alloc.topologymanager import MAX_NUMA_ID, NUMAInfo, ProviderHints, TopologyHint, mask_of
 
 __all__ = ["MergeInput", "lattice_sets", "merge_inputs", "numa_infos"]
 

@@ -16,21 +16,22 @@ import gc
 from collections.abc import Iterable
 
 import pytest
+import vectors
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import vectors
-from agent.alloc import domains
-from agent.alloc.accumulator import TakeOptions, _Accumulator, take_by_topology, take_numa_packed
-from agent.alloc.distribute import (
+from agent.alloc import AllocationError
+from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology, take_numa_packed
+from agent.alloc.cpumanager.assignment.accumulator import Accumulator
+from agent.alloc.cpumanager.assignment.distribute import (
     Distribution,
-    _go_round,
     balance_score,
+    go_round,
     numa_node_range,
     plan_distribution,
     take_numa_distributed,
 )
-from agent.alloc.errors import AllocationError
+from agent.alloc.cpumanager.assignment.domains import memoised_ids
 from agent.cpuset import CPUSet
 from agent.topology.model import CPU, Topology
 
@@ -190,10 +191,10 @@ def test_domain_tables_are_released_with_their_topology() -> None:
     topology = _machine((cpu, cpu, 0, 0, 0) for cpu in range(4))
     take_numa_packed(topology, topology.online_cpus, 2)
     key = id(topology)
-    assert key in domains._CACHE
+    assert key in memoised_ids()
     del topology
     gc.collect()
-    assert key not in domains._CACHE
+    assert key not in memoised_ids()
 
 
 # -- hand-checked machines the vectors do not cover ----------------------------------------------
@@ -244,7 +245,7 @@ def test_snc_machine_takes_the_one_free_numa_node_whole() -> None:
 def test_snc_machine_free_cpu_order_fills_the_busy_core_first() -> None:
     """With only node 0 left, the packed order visits half-used core 0 (CPU 8) before the whole cores."""
     topology = _snc2_single_socket()
-    acc = _Accumulator(topology, topology.online_cpus - _cpus("0,4-7,12-15"), 0)
+    acc = Accumulator(topology, topology.online_cpus - _cpus("0,4-7,12-15"), 0)
     assert [8, 1, 9, 2, 10, 3, 11] == acc.free_cpus()
 
 
@@ -306,7 +307,7 @@ def test_balance_score_is_population_stddev_rounded_to_three_decimals() -> None:
 
 def test_go_round_rounds_halves_away_from_zero() -> None:
     """Go's math.Round: 2.5 -> 3 (Python's round gives 2), 0.49999999999999994 -> 0."""
-    assert (3.0, 1.0, 0.0) == (_go_round(2.5), _go_round(0.5), _go_round(0.49999999999999994))
+    assert (3.0, 1.0, 0.0) == (go_round(2.5), go_round(0.5), go_round(0.49999999999999994))
 
 
 def test_numa_node_range_follows_group_arithmetic() -> None:

@@ -6,6 +6,15 @@ import errno
 from pathlib import Path
 
 import pytest
+from cgroupfs_builder import (
+    FaultyOps,
+    FixtureTree,
+    RecordingOps,
+    build_tree,
+    container_hex,
+    pod_uid,
+    remove_cgroup,
+)
 
 from agent.cgroups.errors import (
     CgroupPathError,
@@ -26,15 +35,6 @@ from agent.cgroups.fs import (
     parse_cpu_max,
 )
 from agent.cpuset import CPUSet
-from cgroupfs_builder import (
-    FaultyOps,
-    FixtureTree,
-    RecordingOps,
-    build_tree,
-    container_hex,
-    pod_uid,
-    remove_cgroup,
-)
 
 C = CPUSet.parse
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from agent.alloc.planner import Planner
-from agent.alloc.state import CheckpointError, state_from_checkpoint, state_to_checkpoint
+from agent.alloc import CheckpointError, Planner, state_from_checkpoint, state_to_checkpoint
 from agent.config import config_from_mapping
 from agent.pods.model import pod_from_dict
 from agent.state_store import StateStore

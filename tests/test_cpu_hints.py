@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from agent.alloc.cpu_hints import _lattice, _listed, cpu_hints
-from agent.alloc.hint_list import HintList
-from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.cpuset import CPUSet
 from machines import machine
+
+from agent.alloc.cpumanager.hints import cpu_hints, lattice_cpu_hints, listed_cpu_hints
+from agent.alloc.topologymanager import HintList, NUMAInfo, TopologyHint
+from agent.cpuset import CPUSet
 
 BIG = machine(sockets=2, numa_per_socket=5, cores_per_numa=2, threads=2)  # 10 NUMA nodes, 40 CPUs
 
@@ -27,17 +26,17 @@ def test_full_node_leaves_only_non_preferred_hints() -> None:
     small = machine()
     half_busy = CPUSet(range(0, 8)) | CPUSet(range(8, 16))  # first threads of every core: 8 free CPUs per node
     available = small.online_cpus - half_busy
-    assert [TopologyHint(1, True), TopologyHint(2, True), TopologyHint(3, False)] == _listed(
+    assert [TopologyHint(1, True), TopologyHint(2, True), TopologyHint(3, False)] == listed_cpu_hints(
         small, available, CPUSet(), 8, False
     )
-    assert [TopologyHint(3, False)] == _listed(small, available, CPUSet(), 12, False)
+    assert [TopologyHint(3, False)] == listed_cpu_hints(small, available, CPUSet(), 12, False)
 
 
 def test_reusable_cpus_must_be_inside_the_hint() -> None:
     """A hint must contain every reusable CPU's node."""
     small = machine()
     reusable = CPUSet([0])
-    hints = _listed(small, small.online_cpus - reusable, reusable, 2, False)
+    hints = listed_cpu_hints(small, small.online_cpus - reusable, reusable, 2, False)
     assert [TopologyHint(1, True), TopologyHint(3, False)] == hints
 
 
@@ -58,18 +57,19 @@ def test_lattice_equals_listing(busy: set[int], reusable: set[int], request: int
     """On a 10-node machine the bitmap path offers exactly the listed hints, with the same preference."""
     info = NUMAInfo.from_topology(BIG)
     available = BIG.online_cpus - CPUSet(busy) - CPUSet(reusable)
-    listed = HintList.from_hints(_listed(BIG, available, CPUSet(reusable), request, align), info)
-    lattice = _lattice(BIG, info, available, CPUSet(reusable), request, align)
+    listed = HintList.from_hints(listed_cpu_hints(BIG, available, CPUSet(reusable), request, align), info)
+    lattice = lattice_cpu_hints(BIG, info, available, CPUSet(reusable), request, align)
     assert (listed.masks, listed.preferred, listed.min_count) == (lattice.masks, lattice.preferred, lattice.min_count)
 
 
 @pytest.mark.parametrize("nodes", [10, 16])
 def test_planner_admits_on_large_machines(nodes: int) -> None:
     """The planner admits a pod-level pod NUMA-aligned on 10- and 16-node machines."""
-    from agent.alloc.planner import Planner
+    from podfactory import make_pod
+
+    from agent.alloc import Planner
     from agent.config import config_from_mapping
     from agent.pods.model import pod_from_dict
-    from podfactory import make_pod
 
     big = machine(sockets=2, numa_per_socket=nodes // 2, cores_per_numa=4, threads=2)
     config = config_from_mapping(

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agent.kube import DirSource, ManifestError, parse_manifest, stable_uid
+from agent.kube import DirSource
+from agent.pods import ManifestError, parse_manifest, stable_uid
 
 from pod_events import Collector, names, running
 

@@ -13,7 +13,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.config import config_from_mapping
 from agent.log import (
     DECISION_KEYS,

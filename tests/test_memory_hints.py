@@ -5,17 +5,15 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from agent.alloc.hint_list import HintList
-from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.memory import StaticMemoryPolicy
-from agent.alloc.memory_hints import best_listed_hint, lattice_memory_hints
-from agent.alloc.memory_state import NUMAMemory, default_machine_state
-from agent.alloc.planner import Planner
-from agent.config import config_from_mapping
-from agent.pods.model import pod_from_dict
 from machines import GIB, machine
 from podfactory import make_pod
+
+from agent.alloc import Planner
+from agent.alloc.memorymanager.hints import best_listed_hint, lattice_memory_hints
+from agent.alloc.memorymanager import NUMAMemory, StaticMemoryPolicy, default_machine_state
+from agent.alloc.topologymanager import HintList, NUMAInfo, TopologyHint
+from agent.config import config_from_mapping
+from agent.pods.model import pod_from_dict
 
 NODES = 10
 MIB = 2**20
@@ -156,7 +154,7 @@ def test_ten_node_planner_decides_as_with_the_listing(policy: str, monkeypatch: 
         return decisions, planner.snapshot().memory
 
     lattice = run()
-    monkeypatch.setattr("agent.alloc.memory.SMALL_LATTICE_NODES", 64)
+    monkeypatch.setattr("agent.alloc.memorymanager.policy_static.SMALL_LATTICE_NODES", 64)
     listed = run()
     assert listed == lattice
     assert any(not admitted for admitted, _, _ in lattice[0]) or policy == "none"

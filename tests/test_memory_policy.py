@@ -6,14 +6,15 @@ from typing import Any
 
 import pytest
 
-from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError
-from agent.alloc.hints import TopologyHint
-from agent.alloc.memory import StaticMemoryPolicy, pod_requested_memory
-from agent.alloc.memory_state import (
+from agent.alloc import AllocationError, EmptyPodSharedPoolError
+from agent.alloc.topologymanager import TopologyHint
+from agent.alloc.memorymanager import (
     Block,
     MemoryState,
+    StaticMemoryPolicy,
     default_machine_state,
     hugepage_resource_name,
+    pod_requested_memory,
     validate_memory_state,
 )
 from agent.pods.model import pod_from_dict

@@ -7,14 +7,25 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import MergeInput, lattice_sets, merge_inputs, numa_infos
 
-from agent.alloc.hint_list import HintList, lists_from_providers
-from agent.alloc.hints import HintError, NUMAInfo, ProviderHints, TopologyHint, ids_of, is_narrower_than, mask_of
-from agent.alloc.lattice import and_products
-from agent.alloc.merge import LatticeMerger
-from agent.alloc.merge_reference import reference_merge
-from agent.alloc.tm_policy import POLICY_NAMES, TopologyPolicyError, make_policy
+from agent.alloc.topologymanager import (
+    POLICY_NAMES,
+    HintError,
+    HintList,
+    LatticeMerger,
+    NUMAInfo,
+    ProviderHints,
+    TopologyHint,
+    TopologyPolicyError,
+    ids_of,
+    is_narrower_than,
+    lists_from_providers,
+    make_policy,
+    mask_of,
+)
+from agent.alloc.topologymanager.lattice import and_products
 from agent.cpuset import CPUSet
 from agent.topology.model import CPU, NUMANode, Topology
+from tests.oracles.merge_reference import reference_merge
 
 _PROPERTY = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from agent.alloc.planner import Decision, Planner
+from agent.alloc import Decision, Planner
 from agent.config import config_from_mapping
 from agent.metrics import (
     ADMISSION_BUCKETS,

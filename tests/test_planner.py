@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent.alloc.planner import Planner, PlannerError
+from agent.alloc import Planner, PlannerError
 from agent.config import config_from_mapping
 from agent.cpuset import CPUSet
 from agent.pods.model import pod_from_dict

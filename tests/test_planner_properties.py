@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.alloc.state import state_from_checkpoint, state_to_checkpoint, validate_node_state
 from agent.config import config_from_mapping
 from agent.cpuset import CPUSet

@@ -1,6 +1,6 @@
 """The plan: what every cgroup should hold, as pure values (DESIGN §4).
 
-The planner produces a :class:`Plan` from its :class:`~agent.alloc.state.NodeState`
+The planner produces a :class:`Plan` from its :class:`~agent.alloc.state.node.NodeState`
 and the current pods; the reconciler only turns it into file writes. Values set
 to ``None`` are left alone (the runtime's or the kernel's value stands).
 

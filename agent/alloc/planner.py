@@ -22,30 +22,31 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from agent.alloc.adopt import Observed, seed_observed
-from agent.alloc.cpu import StaticCPUPolicy, reserved_cpus_for
-from agent.alloc.cpu_state import CPUState, validate_cpu_state
-from agent.alloc.errors import AllocationError, PlacementError
-from agent.alloc.hints import NUMAInfo, ids_of
-from agent.alloc.memory import StaticMemoryPolicy
-from agent.alloc.memory_state import MemoryState, NUMAMemory, default_machine_state
+from agent.alloc.admission import Providers, admit_pod
+from agent.alloc.cpumanager import CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
+from agent.alloc.errors import AllocationError, CheckpointError, PlacementError, PlannerError
+from agent.alloc.memorymanager import MemoryState, NUMAMemory, StaticMemoryPolicy, default_machine_state
 from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan
-from agent.alloc.rebase import affected_pods, rebase_state
-from agent.alloc.scope import Providers, admit_pod
-from agent.alloc.state import CheckpointError, NodeState, PodRecord, validate_node_state
-from agent.alloc.tm_policy import make_policy
-from agent.config import AgentConfig
+from agent.alloc.state import (
+    NodeState,
+    Observed,
+    PodRecord,
+    affected_pods,
+    rebase_state,
+    seed_observed,
+    validate_node_state,
+)
+from agent.alloc.topologymanager import NUMAInfo, ids_of, make_policy
 from agent.cpuset import CPUSet
-from agent.pods.eligibility import container_exclusive_cpus
-from agent.pods.model import PodView
+from agent.pods import PodView, container_exclusive_cpus
 from agent.topology.model import Topology
 
-__all__ = ["Planner", "PlannerError", "Decision"]
+if TYPE_CHECKING:
+    from agent.config import AgentConfig
 
-
-class PlannerError(ValueError):
-    """A configuration that cannot work on this machine; the message names the setting."""
+__all__ = ["Decision", "Planner"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

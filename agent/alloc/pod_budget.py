@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.alloc.errors import EmptyPodSharedPoolError
-from agent.pods.model import ContainerView, PodView
+from agent.pods import ContainerView, PodView
 
 __all__ = ["validate_pod_budget"]
 

@@ -16,10 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent.alloc.planner import Decision, Planner, PlannerError
-from agent.alloc.options import OptionsError
+from agent.alloc import Decision, OptionsError, Planner, PlannerError
 from agent.config import ConfigError, config_from_mapping, load_config
-from agent.kube.manifests import ManifestError, parse_manifest
+from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.errors import PodSpecError
 from agent.pods.model import PodView, pod_from_dict
 from agent.render.plan_json import plan_to_dict

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from agent.kube.manifests import MANIFEST_SUFFIXES, ManifestError, on_node, parse_manifest
+from agent.pods.manifests import MANIFEST_SUFFIXES, ManifestError, on_node, parse_manifest
 from agent.kube.source import Pod, PodEvent
 
 try:

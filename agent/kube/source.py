@@ -7,9 +7,8 @@ well-formed is the consumer's job (DESIGN §2). Two sources exist:
 
 - :class:`KubeSource` lists and watches the API server (``spec.nodeName`` field
   selector), the normal DaemonSet mode.
-- :class:`DirSource` reads a directory of manifests, for nodes without an API
-  server connection and for tests. It lives in ``agent/kube/dirsource.py``
-  (this module resolves the name lazily, so both import paths work).
+- :class:`~agent.kube.dirsource.DirSource` reads a directory of manifests, for
+  nodes without an API server connection and for tests.
 
 Both block in ``run(emit, stop)`` until ``stop`` is set and call ``emit`` from
 their own thread.
@@ -25,18 +24,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import structlog
 import urllib3
 from kubernetes import watch
-from agent.kube.api import CoreCalls
 from kubernetes.client.exceptions import ApiException
 
-if TYPE_CHECKING:
-    from agent.kube.dirsource import DirSource
+from agent.kube.api import CoreCalls
 
-__all__ = ["PodEvent", "PodSource", "KubeSource", "DirSource", "Sleep"]
+__all__ = ["PodEvent", "PodSource", "KubeSource", "Sleep"]
 
 _log = structlog.get_logger("podpin.kube.source")
 
@@ -333,12 +330,3 @@ class _Interrupter:
                 current = self._current
             if current is not None:
                 current.stop()  # type: ignore[no-untyped-call]
-
-
-def __getattr__(name: str) -> Any:
-    """``from agent.kube.source import DirSource`` without an import cycle (dirsource needs PodEvent)."""
-    if name == "DirSource":
-        from agent.kube.dirsource import DirSource
-
-        return DirSource
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

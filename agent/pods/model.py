@@ -39,12 +39,14 @@ from agent.pods.resources import (
     ExactResources,
     Resources,
     ResourceSpec,
+    aggregate,
     default_pod_level,
+    frozen_resources,
     parse_resource_list,
 )
 from agent.pods.validation import validate_pod
 
-__all__ = ["MIRROR_ANNOTATION", "ContainerState", "ContainerView", "PodView", "pod_from_dict"]
+__all__ = ["MIRROR_ANNOTATION", "ContainerState", "ContainerView", "PodView", "effective_requests", "pod_from_dict"]
 
 ContainerState = Literal["running", "waiting", "terminated", "unknown"]
 """The container's current state from its status; ``unknown`` when there is no status yet."""
@@ -335,4 +337,17 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
         overhead=MappingProxyType({n: a.as_int(n) for n, a in overhead.items()}),
         os_name=os_name,
         mirror_of=mirror_of,
+    )
+
+
+def effective_requests(pod: PodView) -> Resources:
+    """The pod's aggregate container requests (KEP-753), in the planner's integers.
+
+    Pod-level ``spec.resources`` and overhead are not included; see :func:`~agent.pods.resources.aggregate`.
+    """
+    return frozen_resources(
+        aggregate(
+            (c.resources.requests for c in pod.containers),
+            ((c.kind == "sidecar", c.resources.requests) for c in pod.init_containers),
+        )
     )

@@ -45,13 +45,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from agent.pods.errors import PodSpecError
 from agent.quantity import QuantityError, parse_quantity
-
-if TYPE_CHECKING:
-    from agent.pods.model import PodView
 
 __all__ = [
     "Resources",
@@ -65,7 +62,7 @@ __all__ = [
     "aggregate_requests",
     "aggregate_limits",
     "default_pod_level",
-    "effective_requests",
+    "frozen_resources",
     "is_hugepages",
     "is_native",
     "is_overcommittable",
@@ -90,7 +87,8 @@ _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 
-def _frozen(values: Mapping[str, int]) -> Resources:
+def frozen_resources(values: Mapping[str, int]) -> Resources:
+    """A read-only copy of ``values``."""
     return MappingProxyType(dict(values))
 
 
@@ -236,8 +234,8 @@ class ExactResources:
     def to_spec(self) -> ResourceSpec:
         """The integer form the planner reads."""
         return ResourceSpec(
-            requests=_frozen({name: amount.as_int(name) for name, amount in self.requests.items()}),
-            limits=_frozen({name: amount.as_int(name) for name, amount in self.limits.items()}),
+            requests=frozen_resources({name: amount.as_int(name) for name, amount in self.requests.items()}),
+            limits=frozen_resources({name: amount.as_int(name) for name, amount in self.limits.items()}),
         )
 
 
@@ -364,16 +362,3 @@ def default_pod_level(pod: ExactResources, containers: Iterable[ContainerResourc
             else:
                 requests[name] = limit
     return ExactResources(requests=requests, limits=limits)
-
-
-def effective_requests(pod: PodView) -> Resources:
-    """The pod's aggregate container requests (KEP-753), in the planner's integers.
-
-    Pod-level ``spec.resources`` and overhead are not included; see :func:`aggregate`.
-    """
-    return _frozen(
-        aggregate(
-            (c.resources.requests for c in pod.containers),
-            ((c.kind == "sidecar", c.resources.requests) for c in pod.init_containers),
-        )
-    )

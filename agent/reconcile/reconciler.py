@@ -30,9 +30,7 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc.adopt import Observed
-from agent.alloc.plan import Plan
-from agent.alloc.planner import Decision, Planner, PlannerError
+from agent.alloc import Decision, Observed, Plan, Planner, PlannerError
 from agent.cgroups.errors import CgroupError
 from agent.cpuset import CPUSet
 from agent.cgroups.fs import ApplyReport, CgroupFS

@@ -22,9 +22,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from agent.alloc.plan import PodPlan
-from agent.alloc.planner import Decision
-from agent.alloc.state import PodRecord
+from agent.alloc import Decision, PodPlan, PodRecord
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy

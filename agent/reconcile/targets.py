@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.alloc.plan import DesiredValues, Plan, PodPlan
+from agent.alloc import DesiredValues, Plan, PodPlan
 from agent.cgroups.fs import CgroupValues
 from agent.cgroups.layout import CgroupLayout, ContainerID, QOSClass, ScannedPod
 from agent.cgroups.errors import CgroupPathError

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.alloc.plan import ContainerPlan, Plan, PodPlan
+from agent.alloc import ContainerPlan, Plan, PodPlan
 
 __all__ = ["plan_to_dict", "pod_to_dict"]
 

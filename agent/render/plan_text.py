@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.alloc.plan import Plan, PodPlan
+from agent.alloc import Plan, PodPlan
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.config import AgentConfig
 from agent.pods.model import PodView, pod_from_dict
 from agent.sim.derive import MODELS, Model, pod_manifest, pod_name

@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import AgentConfig
-from agent.pods.model import PodView
-from agent.pods.resources import effective_requests
+from agent.pods.model import PodView, effective_requests
 from agent.topology.model import Topology
 
 __all__ = ["MAX_PODS", "SCHEDULERS", "Requests", "Scheduler", "SchedulerName", "node_allocatable", "pod_requests"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import vectors
-from agent.alloc.accumulator import _Accumulator
+
+from agent.alloc.cpumanager.assignment.accumulator import Accumulator
 
 
 def run(case: dict[str, Any], group: str | None) -> None:
@@ -14,12 +15,12 @@ def run(case: dict[str, Any], group: str | None) -> None:
     available = vectors.cpuset(case["available"])
     kind = case["kind"]
     if kind == "take":
-        acc = _Accumulator(topology, available, case["num_cpus"])
+        acc = Accumulator(topology, available, case["num_cpus"])
         for cpus in case["take_sequence"]:
             acc.take(vectors.cpuset(cpus))
         assert (case["expect_satisfied"], case["expect_failed"]) == (acc.is_satisfied(), acc.is_failed())
         return
-    acc = _Accumulator(topology, available, 0)
+    acc = Accumulator(topology, available, 0)
     if kind == "free_sockets_and_numa_nodes":
         assert (case["expect_sockets"], case["expect_numa_nodes"]) == (acc.free_sockets(), acc.free_numa_nodes())
         return

@@ -7,11 +7,9 @@ from typing import Any
 import pytest
 
 import vectors
-from agent.alloc.cpu import StaticCPUPolicy, reserved_cpus_for
-from agent.alloc.cpu_state import CPUState, CPUStateError, validate_cpu_state
-from agent.alloc.errors import PlacementError
-from agent.alloc.hints import mask_of
-from agent.alloc.options import OptionsError, parse_cpu_policy_options
+from agent.alloc.cpumanager import CPUState, CPUStateError, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
+from agent.alloc import OptionsError, PlacementError, parse_cpu_policy_options
+from agent.alloc.topologymanager import mask_of
 from agent.cpuset import CPUSet
 from agent.pods.model import PodView, pod_from_dict
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import vectors
-from agent.alloc.accumulator import TakeOptions, take_by_topology
-from agent.alloc.errors import AllocationError
+from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology
+from agent.alloc import AllocationError
 
 _FUNCTIONS = {"takeByTopologyNUMAPacked": False, "takeByTopologyNUMADistributed": True}
 

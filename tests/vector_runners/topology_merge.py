@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.alloc.hints import NUMAInfo, ProviderHints, TopologyHint, ids_of, mask_of
-from agent.alloc.merge_reference import reference_merge
-from agent.alloc.tm_policy import make_policy
+from agent.alloc.topologymanager import NUMAInfo, ProviderHints, TopologyHint, ids_of, make_policy, mask_of
+from tests.oracles.merge_reference import reference_merge
 
 
 def numa_info(case: dict[str, Any]) -> NUMAInfo:

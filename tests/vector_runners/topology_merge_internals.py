@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.alloc.hint_list import HintList
-from agent.alloc.hints import NUMAInfo, TopologyHint, is_narrower_than, mask_of
-from agent.alloc.merge_reference import HintMerger, filter_single_numa_hints, max_of_min_affinity_counts
+from agent.alloc.topologymanager import HintList, NUMAInfo, TopologyHint, is_narrower_than, mask_of
+from tests.oracles.merge_reference import HintMerger, filter_single_numa_hints, max_of_min_affinity_counts
 from vector_runners.topology_merge import hint
 
 

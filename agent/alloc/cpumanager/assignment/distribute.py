@@ -5,7 +5,7 @@ each NUMA node still has free, it decides which nodes a request is spread
 over, how many CPUs each gets and which nodes absorb the remainder, so the
 scoring can be tested with plain numbers. :func:`take_numa_distributed` then
 takes the actual CPUs of each node's share with the packed algorithm of
-:mod:`agent.alloc.accumulator`.
+:mod:`agent.alloc.cpumanager.assignment.accumulator`.
 
 The kubelet's rules, kept literally because the vectors pin them down:
 
@@ -26,13 +26,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from agent.alloc.accumulator import _Accumulator, _check_count, _not_enough, _packed
-from agent.alloc.domains import _domains
+from agent.alloc.cpumanager.assignment.accumulator import Accumulator, check_count, not_enough, take_packed_mask
+from agent.alloc.cpumanager.assignment.domains import domains_of
 from agent.alloc.errors import AllocationError
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
-__all__ = ["Distribution", "balance_score", "numa_node_range", "plan_distribution", "take_numa_distributed"]
+__all__ = ["Distribution", "balance_score", "go_round", "numa_node_range", "plan_distribution", "take_numa_distributed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,10 +68,10 @@ def balance_score(values: Iterable[int]) -> float:
     squares = 0.0
     for x in xs:
         squares += (x - mean) * (x - mean)
-    return _go_round(math.sqrt(squares / len(xs)) * 1000) / 1000
+    return go_round(math.sqrt(squares / len(xs)) * 1000) / 1000
 
 
-def _go_round(x: float) -> float:
+def go_round(x: float) -> float:
     """Go's ``math.Round`` for x >= 0: nearest integer, halves away from zero.
 
     ``floor(x + 0.5)`` would round 0.49999999999999994 up, because the
@@ -209,28 +209,28 @@ def take_numa_distributed(
         AllocationError: too few CPUs, or the kubelet's accounting errors.
         ValueError: ``count`` is negative or ``cpu_group_size`` < 1.
     """
-    _check_count(count)
+    check_count(count)
     if isinstance(cpu_group_size, bool) or not isinstance(cpu_group_size, int) or cpu_group_size < 1:
         raise ValueError(f"cpu_group_size must be a positive integer, got {cpu_group_size!r}")
-    d = _domains(topology)
+    d = domains_of(topology)
     group = cpu_group_size
     if count % group != 0:
-        return CPUSet.from_mask(_packed(d, available.mask, len(available), count, spread, False))
-    acc = _Accumulator._of_mask(d, available.mask, count, spread)
+        return CPUSet.from_mask(take_packed_mask(d, available.mask, len(available), count, spread, False))
+    acc = Accumulator.of_mask(d, available.mask, count, spread)
     if acc.is_satisfied():
         return acc.result
     if acc.is_failed():
-        raise _not_enough(count, len(available))
+        raise not_enough(count, len(available))
     numas = acc.sort_available_numa_nodes()
-    free = {n: (d.numa[n] & acc._details).bit_count() for n in numas}
+    free = {n: (d.numa[n] & acc.available_mask).bit_count() for n in numas}
     plan = plan_distribution(numas, free, count, group, num_cpus=d.num_cpus, num_numa_nodes=d.num_numa_nodes)
     if plan is None:
-        return CPUSet.from_mask(_packed(d, available.mask, len(available), count, spread, False))
+        return CPUSet.from_mask(take_packed_mask(d, available.mask, len(available), count, spread, False))
 
     def take_from(numa: int, n: int) -> None:
-        node_free = d.numa[numa] & acc._details
+        node_free = d.numa[numa] & acc.available_mask
         try:
-            acc._take(_packed(d, node_free, node_free.bit_count(), n, spread, False))
+            acc.take_mask(take_packed_mask(d, node_free, node_free.bit_count(), n, spread, False))
         except AllocationError:
             return  # the kubelet ignores this error; the accounting check below reports the shortfall
 
@@ -242,7 +242,7 @@ def take_numa_distributed(
         for numa in plan.remainder_nodes:
             if remainder == 0:
                 break
-            if (d.numa[numa] & acc._details).bit_count() < group:
+            if (d.numa[numa] & acc.available_mask).bit_count() < group:
                 continue
             take_from(numa, group)
             remainder -= group

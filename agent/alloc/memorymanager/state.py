@@ -9,7 +9,7 @@ is the NUMA group it belongs to: a node serving a single-node block cannot
 join a multi-node group, and a node in a group is only reused with exactly
 that group (KEP-1769 "single vs cross NUMA node allocation").
 
-Like :class:`~agent.alloc.cpu_state.CPUState` this is a mutable working copy;
+Like :class:`~agent.alloc.cpumanager.state.CPUState` this is a mutable working copy;
 the planner copies it per admission and keeps it only on success.
 """
 

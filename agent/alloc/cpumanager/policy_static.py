@@ -18,17 +18,16 @@ clears it at the start of every pod admission.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from agent.alloc.accumulator import TakeOptions, take_by_topology
-from agent.alloc.cpu_state import CPUState
+
+from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology
+from agent.alloc.cpumanager.hints import cpu_hints
+from agent.alloc.cpumanager.options import CPUPolicyOptions
+from agent.alloc.cpumanager.state import CPUState
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError, SMTAlignmentError
-from agent.alloc.cpu_hints import cpu_hints
-from agent.alloc.hint_list import CompactProviderHints, HintList
-from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.options import CPUPolicyOptions
 from agent.alloc.pod_budget import validate_pod_budget
+from agent.alloc.topologymanager import CompactProviderHints, HintList, NUMAInfo, TopologyHint
 from agent.cpuset import CPUSet
-from agent.pods.eligibility import container_exclusive_cpus, pod_level_cpus
-from agent.pods.model import ContainerView, PodView
+from agent.pods import ContainerView, PodView, container_exclusive_cpus, pod_level_cpus
 from agent.topology.model import Topology
 
 __all__ = ["StaticCPUPolicy", "PodCPUAllocation", "reserved_cpus_for"]
@@ -115,7 +114,7 @@ class StaticCPUPolicy:
 
     # -- hints ---------------------------------------------------------------------------
     def _generate_hints(self, available: CPUSet, reusable: CPUSet, request: int) -> list[TopologyHint] | HintList:
-        """``generateCPUTopologyHints`` (see :mod:`agent.alloc.cpu_hints`)."""
+        """``generateCPUTopologyHints`` (see :mod:`agent.alloc.cpumanager.hints`)."""
         return cpu_hints(
             self.topology,
             available,

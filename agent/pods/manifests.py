@@ -1,7 +1,7 @@
 """Pods from manifest files: YAML (multi-document) or JSON, single Pods or ``kind: List``.
 
 Pure: bytes in, pod dicts out, no file access, so the rules can be tested on
-strings and :class:`agent.kube.source.DirSource` only adds the directory
+strings and :class:`agent.kube.dirsource.DirSource` only adds the directory
 scanning. A manifest is written by a person, so every error names the file and
 the document that is wrong.
 

@@ -5,7 +5,7 @@ A line-by-line transcription of ``pkg/kubelet/cm/topologymanager/policy.go``
 ``maxOfMinAffinityCounts``) and of the policies' ``Merge`` methods. Its cost is
 the product of the hint list lengths, exponential in the number of NUMA nodes,
 so podpin does not use it to admit pods: it is the oracle the fast merge in
-:mod:`agent.alloc.merge` is tested against, and the baseline of
+:mod:`agent.alloc.topologymanager.merge` is tested against, and the baseline of
 ``scripts/bench_merge.py``. Keep it literal; cleverness belongs in ``merge.py``.
 
 Go ``nil`` slices are ``None`` where the kubelet's tests tell nil from empty
@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent.alloc.hints import HintError, NUMAInfo, ProviderHints, TopologyHint
+from agent.alloc.topologymanager import HintError, NUMAInfo, ProviderHints, TopologyHint
 
 __all__ = [
     "HintMerger",

@@ -2,12 +2,12 @@
 
 :class:`HintList` is the compact form of one resource's hints (bitmaps of the
 masks offered and the masks preferred, over the lattice positions of
-:mod:`agent.alloc.lattice`) that a provider can build straight from bitmaps;
+:mod:`agent.alloc.topologymanager.lattice`) that a provider can build straight from bitmaps;
 plain hint sequences are converted. :func:`lists_from_providers` is the
 kubelet's ``filterProvidersHints`` over either form.
 
-It is separate from :mod:`agent.alloc.merge` because hint providers
-(:mod:`agent.alloc.cpu_hints`, :mod:`agent.alloc.cpu`, :mod:`agent.alloc.scope`)
+It is separate from :mod:`agent.alloc.topologymanager.merge` because hint providers
+(:mod:`agent.alloc.cpumanager.hints`, :mod:`agent.alloc.cpumanager.policy_static`, :mod:`agent.alloc.admission`)
 build and pass these lists without needing the merge, and the merge only
 consumes them.
 """
@@ -18,19 +18,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeAlias
 
-from agent.alloc.hints import HintError, NUMAInfo, TopologyHint, ids_of, mask_of
-from agent.alloc.lattice import (
+from agent.alloc.topologymanager.hint import HintError, TopologyHint, ids_of, mask_of
+from agent.alloc.topologymanager.lattice import (
     MAX_LATTICE_NODES,
     SMALL_LATTICE_NODES,
-    _bitmap_of,
-    _compress,
-    _expand,
-    _is_identity,
-    _levels,
-    _popcounts,
-    _singletons,
-    _to_array,
+    bitmap_of,
+    flags_from_bitmap,
+    is_identity,
+    levels,
+    mask_at,
+    popcount_table,
+    position_of,
+    singletons,
 )
+from agent.alloc.topologymanager.numa_info import NUMAInfo
 
 __all__ = ["CompactProviderHints", "HintList", "lists_from_providers"]
 
@@ -75,7 +76,7 @@ class HintList:
             first = (stray & -stray).bit_length() - 1
             raise HintError(f"hint list prefers NUMA nodes {list(_ids(first, self.nodes))}, which it does not offer")
         for mask in self.foreign_preferred:
-            if not mask & ~default or not self.masks >> _compress(mask, self.nodes) & 1:
+            if not mask & ~default or not self.masks >> position_of(mask, self.nodes) & 1:
                 raise HintError(
                     f"hint list foreign mask {list(ids_of(mask))} is within {list(self.nodes)} or not offered"
                 )
@@ -89,7 +90,7 @@ class HintList:
         """The compact form of a plain hint sequence (its order only matters for ``min_count``)."""
         nodes = numa_info.nodes
         default = numa_info.default_mask
-        identity = _is_identity(nodes)
+        identity = is_identity(nodes)
         offered: set[int] = set()
         preferred: set[int] = set()
         foreign: set[int] = set()
@@ -105,19 +106,19 @@ class HintList:
             if min_count == 0 or count < min_count:
                 min_count = count
             if affinity & ~default:
-                offered.add(_compress(affinity, nodes))
+                offered.add(position_of(affinity, nodes))
                 if hint.preferred:
                     foreign.add(affinity)
                 continue
-            position = affinity if identity else _compress(affinity, nodes)
+            position = affinity if identity else position_of(affinity, nodes)
             offered.add(position)
             if hint.preferred:
                 preferred.add(position)
         size = 1 << len(nodes)
         return cls(
             nodes=nodes,
-            masks=_bitmap_of(offered, size),
-            preferred=_bitmap_of(preferred, size),
+            masks=bitmap_of(offered, size),
+            preferred=bitmap_of(preferred, size),
             foreign_preferred=frozenset(foreign),
             nil=nil,
             nil_preferred=nil_preferred,
@@ -141,10 +142,10 @@ class HintList:
         size_bits = len(numa_info.nodes)
         if size_bits <= SMALL_LATTICE_NODES:
             offered_masks = masks & ~1
-            count = next(k for k, level in enumerate(_levels(size_bits)) if level & offered_masks)
+            count = next(k for k, level in enumerate(levels(size_bits)) if level & offered_masks)
             return replace(checked, min_count=count)
-        offered = _to_array(masks & ~1, 1 << size_bits)
-        return replace(checked, min_count=int(_popcounts(size_bits)[offered].min()))
+        offered = flags_from_bitmap(masks & ~1, size_bits)
+        return replace(checked, min_count=int(popcount_table(size_bits)[offered].min()))
 
     @classmethod
     def dont_care(cls, numa_info: NUMAInfo) -> HintList:
@@ -163,7 +164,7 @@ class HintList:
 
     def single_numa(self) -> HintList:
         """Only the preferred hints with a nil or one-node mask (``filterSingleNumaHints``)."""
-        singles = self.preferred & _singletons(len(self.nodes))
+        singles = self.preferred & singletons(len(self.nodes))
         foreign = frozenset(mask for mask in self.foreign_preferred if mask.bit_count() == 1)
         masks = singles | (1 if foreign else 0)
         return HintList(
@@ -178,7 +179,7 @@ class HintList:
 
 
 def _ids(position: int, nodes: tuple[int, ...]) -> tuple[int, ...]:
-    return ids_of(_expand(position, nodes))
+    return ids_of(mask_at(position, nodes))
 
 
 CompactProviderHints: TypeAlias = Mapping[str, Sequence[TopologyHint] | HintList | None] | None

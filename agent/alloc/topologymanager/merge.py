@@ -19,9 +19,9 @@ permuted result on one total order (equal rank means equal hint):
    permutations can produce: the set of ANDs of the product.
 
 That set is computed exactly, without enumerating the product, by the zeta and
-Möbius transforms of :mod:`agent.alloc.lattice` (Python integers up to
-:data:`~agent.alloc.lattice.SMALL_LATTICE_NODES` NUMA nodes, NumPy beyond).
-Each resource's hints arrive as a :class:`~agent.alloc.hint_list.HintList`, the
+Möbius transforms of :mod:`agent.alloc.topologymanager.lattice` (Python integers up to
+:data:`~agent.alloc.topologymanager.lattice.SMALL_LATTICE_NODES` NUMA nodes, NumPy beyond).
+Each resource's hints arrive as a :class:`~agent.alloc.topologymanager.hint_list.HintList`, the
 compact form over lattice positions (bit i of a position = the i-th node id of
 ``NUMAInfo.nodes``).
 """
@@ -31,22 +31,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from agent.alloc.hint_list import HintList
-from agent.alloc.hints import HintError, NUMAInfo, TopologyHint
-from agent.alloc.lattice import (
+from agent.alloc.topologymanager.hint import HintError, TopologyHint
+from agent.alloc.topologymanager.hint_list import HintList
+from agent.alloc.topologymanager.lattice import (
     MAX_LATTICE_NODES,
     SMALL_LATTICE_NODES,
-    _and_products,
-    _and_products_small,
-    _compress,
-    _distance_list,
-    _distance_sums,
-    _expand,
-    _is_identity,
-    _levels,
-    _popcounts,
-    _to_array,
+    and_products_flags,
+    and_products_ints,
+    distance_list,
+    distance_sums,
+    flags_from_bitmap,
+    is_identity,
+    levels,
+    mask_at,
+    popcount_table,
+    position_of,
 )
+from agent.alloc.topologymanager.numa_info import NUMAInfo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,12 +81,12 @@ class LatticeMerger:
         if closest and not numa_info.has_distances:
             raise HintError(f"closest-NUMA ranking needs the distances of NUMA nodes {list(numa_info.nodes)}")
         self._info = numa_info
-        self._identity = _is_identity(numa_info.nodes)
+        self._identity = is_identity(numa_info.nodes)
         small = size_bits <= SMALL_LATTICE_NODES
-        self._levels = _levels(size_bits) if small else None
-        self._distance_list = _distance_list(numa_info) if closest and small else None
-        self._popcounts = None if small else _popcounts(size_bits)
-        self._distance_sums = _distance_sums(numa_info) if closest and not small else None
+        self._levels = levels(size_bits) if small else None
+        self._distance_list = distance_list(numa_info) if closest and small else None
+        self._popcounts = None if small else popcount_table(size_bits)
+        self._distance_sums = distance_sums(numa_info) if closest and not small else None
 
     def merge(self, lists: Sequence[HintList]) -> TopologyHint:
         """The best hint of the cartesian product of ``lists`` (``{default, false}`` if none).
@@ -106,11 +107,14 @@ class LatticeMerger:
         # A preferred result with a non-empty mask beats everything else.
         preferred = self._preferred_positions(lists)
         if preferred:
-            return TopologyHint(self._mask(self._fittest(_to_array(preferred, size))), True)
+            return TopologyHint(self._mask(self._fittest(flags_from_bitmap(preferred, len(info.nodes)))), True)
         # Otherwise: every mask some permutation ANDs to (a nil hint stands for all nodes) ...
         nil_position = 1 << (size - 1)
-        sets = [_to_array(hint_list.masks | (nil_position if hint_list.nil else 0), size) for hint_list in lists]
-        achievable = _and_products(sets, len(info.nodes))
+        sets = [
+            flags_from_bitmap(hint_list.masks | (nil_position if hint_list.nil else 0), len(info.nodes))
+            for hint_list in lists
+        ]
+        achievable = and_products_flags(sets, len(info.nodes))
         achievable[0] = False
         if not achievable.any():
             return TopologyHint(default, False)
@@ -125,15 +129,15 @@ class LatticeMerger:
             chosen = achievable & (counts == counts[below].max()) if below.any() else achievable
         return TopologyHint(self._mask(self._fittest(chosen)), False)
 
-    def _merge_small(self, lists: Sequence[HintList], levels: tuple[int, ...]) -> TopologyHint:
+    def _merge_small(self, lists: Sequence[HintList], by_size: tuple[int, ...]) -> TopologyHint:
         """:meth:`merge` on a lattice of at most 256 masks, with Python integers (same rules)."""
         info = self._info
         preferred = self._preferred_positions(lists)
         if preferred:
-            return TopologyHint(self._mask(self._fittest_small(preferred, levels)), True)
+            return TopologyHint(self._mask(self._fittest_small(preferred, by_size)), True)
         nil_position = 1 << ((1 << len(info.nodes)) - 1)
         achievable = (
-            _and_products_small(
+            and_products_ints(
                 [hint_list.masks | (nil_position if hint_list.nil else 0) for hint_list in lists], len(info.nodes)
             )
             & ~1
@@ -141,15 +145,15 @@ class LatticeMerger:
         if not achievable:
             return TopologyHint(info.default_mask, False)
         target = max((hint_list.min_count for hint_list in lists), default=0)
-        chosen = achievable & levels[target] if target < len(levels) else 0
+        chosen = achievable & by_size[target] if target < len(by_size) else 0
         if not chosen:
-            below = [k for k in range(min(target, len(levels))) if achievable & levels[k]]
-            chosen = achievable & levels[below[-1]] if below else achievable
-        return TopologyHint(self._mask(self._fittest_small(chosen, levels)), False)
+            below = [k for k in range(min(target, len(by_size))) if achievable & by_size[k]]
+            chosen = achievable & by_size[below[-1]] if below else achievable
+        return TopologyHint(self._mask(self._fittest_small(chosen, by_size)), False)
 
-    def _fittest_small(self, candidates: int, levels: tuple[int, ...]) -> int:
+    def _fittest_small(self, candidates: int, by_size: tuple[int, ...]) -> int:
         """:meth:`_fittest` on a bitmap: fewest nodes, then the lowest position or the lowest distance sum."""
-        hit = next(candidates & level for level in levels if candidates & level)
+        hit = next(candidates & level for level in by_size if candidates & level)
         if self._distance_list is None:
             return (hit & -hit).bit_length() - 1
         distances = self._distance_list
@@ -171,7 +175,7 @@ class LatticeMerger:
                 positions |= hint_list.preferred
                 foreign |= hint_list.foreign_preferred
         for mask in foreign:
-            positions |= 1 << _compress(mask, self._info.nodes)
+            positions |= 1 << position_of(mask, self._info.nodes)
         return positions & ~1
 
     def _fittest(self, candidates: NDArray[np.bool_]) -> int:
@@ -187,4 +191,4 @@ class LatticeMerger:
         return int(positions[np.argmin(self._distance_sums[positions])])
 
     def _mask(self, position: int) -> int:
-        return position if self._identity else _expand(position, self._info.nodes)
+        return position if self._identity else mask_at(position, self._info.nodes)

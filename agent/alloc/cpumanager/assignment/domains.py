@@ -1,16 +1,16 @@
 """The per-topology bitmask index the CPU accumulator works on, built once per :class:`Topology`.
 
-:class:`_Domains` is the kubelet's ``CPUDetails`` turned into int bitmasks over
+:class:`Domains` is the kubelet's ``CPUDetails`` turned into int bitmasks over
 the online CPUs: each NUMA node, socket, core and uncore cache as a mask, and
 per parent domain its children with the masks of CPUs in both, so "children of
 X within the free CPUs, by free CPUs" is two ANDs and a popcount per child.
-:func:`_domains` memoises the tables per topology object, which is what makes
-one take on a 256-CPU machine cost tens of microseconds; :func:`_bits` lists
+:func:`domains_of` memoises the tables per topology object, which is what makes
+one take on a 256-CPU machine cost tens of microseconds; :func:`bits_of` lists
 the CPU ids of a mask.
 
-It is separate from :mod:`agent.alloc.accumulator` because building and
+It is separate from :mod:`agent.alloc.cpumanager.assignment.accumulator` because building and
 caching the index is a job of its own; the packed accumulator and the
-NUMA-distributed take (:mod:`agent.alloc.distribute`) both read it. Nothing
+NUMA-distributed take (:mod:`agent.alloc.cpumanager.assignment.distribute`) both read it. Nothing
 here does I/O or reads the clock.
 """
 
@@ -22,19 +22,19 @@ from dataclasses import dataclass
 
 from agent.topology.model import Topology
 
-#: Nothing public: only the CPU takers (accumulator, distribute) read the index.
-__all__: list[str] = []
+#: Public to the takers of this package (accumulator, distribute); the package does not export them.
+__all__ = ["ID_BITS", "ID_MASK", "Children", "Domains", "bits_of", "domains_of", "memoised_ids"]
 
 #: ``((child id, CPUs in both parent and child, all CPUs of the child), ...)`` as masks, ascending id.
-_Children = tuple[tuple[int, int, int], ...]
+Children = tuple[tuple[int, int, int], ...]
 
-#: Sort keys are ``available_cpus << _ID_BITS | id``: one int sorts like the pair (count, id).
-_ID_BITS = 32
-_ID_MASK = (1 << _ID_BITS) - 1
+#: Sort keys are ``available_cpus << ID_BITS | id``: one int sorts like the pair (count, id).
+ID_BITS = 32
+ID_MASK = (1 << ID_BITS) - 1
 
 
 @dataclass(frozen=True, slots=True)
-class _Domains:
+class Domains:
     """One topology as bitmasks over its online CPUs (the kubelet's ``CPUDetails``), built once.
 
     ``numa``/``socket``/``core``/``uncore`` map a domain id to the mask of its
@@ -51,25 +51,25 @@ class _Domains:
     cpus_per_uncore: int
     num_cpus: int
     num_numa_nodes: int
-    all_numas: _Children
-    all_sockets: _Children
+    all_numas: Children
+    all_sockets: Children
     numa: dict[int, int]
     socket: dict[int, int]
     core: dict[int, int]
     uncore: dict[int, int]
-    sockets_in_numa: dict[int, _Children]
-    numas_in_socket: dict[int, _Children]
-    cores_in_socket: dict[int, _Children]
-    cores_in_numa: dict[int, _Children]
-    uncores_in_numa: dict[int, _Children]
-    cores_in_uncore: dict[int, _Children]
+    sockets_in_numa: dict[int, Children]
+    numas_in_socket: dict[int, Children]
+    cores_in_socket: dict[int, Children]
+    cores_in_numa: dict[int, Children]
+    uncores_in_numa: dict[int, Children]
+    cores_in_uncore: dict[int, Children]
     smallest_numa: int
     smallest_socket: int
     smallest_core: int
     smallest_uncore: int
 
     @classmethod
-    def of(cls, topology: Topology) -> _Domains:
+    def of(cls, topology: Topology) -> Domains:
         """Build the tables of one topology (online CPUs only)."""
         rows = [
             (cpu.id, int(cpu.numa or 0), int(cpu.socket or 0), int(cpu.core or 0), cpu.uncore)
@@ -77,8 +77,8 @@ class _Domains:
             if cpu.online
         ]
         for row in rows:
-            if max(row[1:]) > _ID_MASK:
-                raise ValueError(f"CPU {row[0]}: domain id {max(row[1:])} exceeds {_ID_MASK}, the sort-key limit")
+            if max(row[1:]) > ID_MASK:
+                raise ValueError(f"CPU {row[0]}: domain id {max(row[1:])} exceeds {ID_MASK}, the sort-key limit")
 
         def group(col: int) -> dict[int, int]:
             masks: dict[int, int] = {}
@@ -86,7 +86,7 @@ class _Domains:
                 masks[row[col]] = masks.get(row[col], 0) | (1 << row[0])
             return dict(sorted(masks.items()))
 
-        def nest(parent: int, child: int) -> dict[int, _Children]:
+        def nest(parent: int, child: int) -> dict[int, Children]:
             pairs: dict[int, dict[int, int]] = {}
             for row in rows:
                 kids = pairs.setdefault(row[parent], {})
@@ -94,7 +94,7 @@ class _Domains:
             full = group(child)
             return {p: tuple((k, m, full[k]) for k, m in sorted(kids.items())) for p, kids in pairs.items()}
 
-        def whole(masks: dict[int, int]) -> _Children:
+        def whole(masks: dict[int, int]) -> Children:
             return tuple((k, m, m) for k, m in masks.items())
 
         def smallest(masks: dict[int, int]) -> int:
@@ -129,10 +129,10 @@ class _Domains:
         )
 
 
-_CACHE: dict[int, tuple[weakref.ref[Topology], _Domains]] = {}
+_CACHE: dict[int, tuple[weakref.ref[Topology], Domains]] = {}
 
 
-def _domains(topology: Topology) -> _Domains:
+def domains_of(topology: Topology) -> Domains:
     """The tables of ``topology``, memoised by identity for as long as the topology lives.
 
     Hashing a ``Topology`` walks every CPU, which would cost more than the take
@@ -142,12 +142,17 @@ def _domains(topology: Topology) -> _Domains:
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is topology:
         return hit[1]
-    built = _Domains.of(topology)
+    built = Domains.of(topology)
     _CACHE[key] = (weakref.ref(topology, lambda _ref: _CACHE.pop(key, None)), built)
     return built
 
 
-def _bits(mask: int) -> Iterator[int]:
+def memoised_ids() -> frozenset[int]:
+    """The ``id()`` of every topology whose tables are held (a dropped topology leaves this set)."""
+    return frozenset(_CACHE)
+
+
+def bits_of(mask: int) -> Iterator[int]:
     """CPU ids of a mask, ascending."""
     while mask:
         low = mask & -mask

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-from agent.alloc.cpu_state import CPUState
-from agent.alloc.state import NodeState
+from agent.alloc.cpumanager import CPUState
+from agent.alloc.state.node import NodeState
 from agent.cpuset import CPUSet
 
 __all__ = ["affected_pods", "rebase_state"]

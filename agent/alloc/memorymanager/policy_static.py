@@ -14,14 +14,19 @@ from collections.abc import Mapping
 from itertools import combinations
 
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError
-from agent.alloc.hint_list import CompactProviderHints, HintList
-from agent.alloc.hints import NUMAInfo, ProviderHints, TopologyHint, is_narrower_than
-from agent.alloc.lattice import SMALL_LATTICE_NODES
-from agent.alloc.memory_hints import best_listed_hint, lattice_memory_hints
-from agent.alloc.memory_state import Block, MemoryState, NUMAMemory
+from agent.alloc.memorymanager.hints import best_listed_hint, lattice_memory_hints
+from agent.alloc.memorymanager.state import Block, MemoryState, NUMAMemory
 from agent.alloc.pod_budget import validate_pod_budget
-from agent.pods.eligibility import container_memory_eligible, container_memory_requests, pod_level_memory
-from agent.pods.model import ContainerView, PodView
+from agent.alloc.topologymanager import (
+    SMALL_LATTICE_NODES,
+    CompactProviderHints,
+    HintList,
+    NUMAInfo,
+    ProviderHints,
+    TopologyHint,
+    is_narrower_than,
+)
+from agent.pods import ContainerView, PodView, container_memory_eligible, container_memory_requests, pod_level_memory
 
 __all__ = ["StaticMemoryPolicy", "pod_requested_memory"]
 
@@ -62,7 +67,7 @@ class StaticMemoryPolicy:
     """NUMA-aligned memory for Guaranteed pods, with pod bubbles for pod-level pods.
 
     With ``numa_info`` and more than 8 NUMA nodes, hints are computed as a
-    bitmap (:mod:`agent.alloc.memory_hints`) instead of subset by subset.
+    bitmap (:mod:`agent.alloc.memorymanager.hints`) instead of subset by subset.
     """
 
     def __init__(self, numa_info: NUMAInfo | None = None) -> None:

@@ -19,16 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agent.alloc.cpu import PodCPUAllocation, StaticCPUPolicy
-from agent.alloc.cpu_state import CPUState
+from agent.alloc.cpumanager import CPUState, PodCPUAllocation, StaticCPUPolicy
 from agent.alloc.errors import AllocationError, PlacementError, TopologyAffinityError, UnexpectedAdmissionError
-from agent.alloc.hint_list import CompactProviderHints
-from agent.alloc.hints import TopologyHint
-from agent.alloc.memory import StaticMemoryPolicy
-from agent.alloc.memory_state import MemoryState
-from agent.alloc.tm_policy import TopologyPolicy
-from agent.pods.eligibility import uses_pod_level_path
-from agent.pods.model import ContainerView, PodView
+from agent.alloc.memorymanager import MemoryState, StaticMemoryPolicy
+from agent.alloc.topologymanager import CompactProviderHints, TopologyHint, TopologyPolicy
+from agent.pods import ContainerView, PodView, uses_pod_level_path
 
 __all__ = ["Admission", "Providers", "admit_pod", "POD_LEVEL_REJECTION"]
 

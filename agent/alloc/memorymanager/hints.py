@@ -3,9 +3,9 @@
 The kubelet lists every NUMA subset one by one; at 16 nodes that is 65535
 subsets per hint request and a Static-memory admission took 160-260 ms, against
 about 1 ms for the CPU hints, which already come as a bitmap
-(:mod:`agent.alloc.cpu_hints`). Here every subset is judged at once on NumPy
-arrays over the lattice positions of :mod:`agent.alloc.lattice`, by the same
-rules as :meth:`agent.alloc.memory.StaticMemoryPolicy.calculate_hints`:
+(:mod:`agent.alloc.cpumanager.hints`). Here every subset is judged at once on NumPy
+arrays over the lattice positions of :mod:`agent.alloc.topologymanager.lattice`, by the same
+rules as :meth:`agent.alloc.memorymanager.policy_static.StaticMemoryPolicy.calculate_hints`:
 
 * a subset is a candidate when its *allocatable* memory could hold every
   requested resource; the smallest candidate size is the preferred size;
@@ -15,7 +15,7 @@ rules as :meth:`agent.alloc.memory.StaticMemoryPolicy.calculate_hints`:
 * its *free* memory, plus the memory the pod's finished init containers left on
   exactly that subset, must hold every resource.
 
-Up to :data:`~agent.alloc.lattice.SMALL_LATTICE_NODES` nodes the policy keeps
+Up to :data:`~agent.alloc.topologymanager.lattice.SMALL_LATTICE_NODES` nodes the policy keeps
 the kubelet's listing: it is as fast there and the vectors check it literally.
 A property test holds both forms equal on random 10-node machines.
 """
@@ -24,10 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from agent.alloc.hint_list import HintList
-from agent.alloc.hints import NUMAInfo, TopologyHint, mask_of
-from agent.alloc.lattice import bitmap_from_flags, flags_from_bitmap, mask_at, popcount_table, position_of
-from agent.alloc.memory_state import NUMAMemory
+from agent.alloc.memorymanager.state import NUMAMemory
+from agent.alloc.topologymanager import (
+    HintList,
+    NUMAInfo,
+    TopologyHint,
+    bitmap_from_flags,
+    flags_from_bitmap,
+    mask_at,
+    mask_of,
+    popcount_table,
+    position_of,
+)
 
 __all__ = ["lattice_memory_hints", "best_listed_hint"]
 

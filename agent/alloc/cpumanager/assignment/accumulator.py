@@ -4,8 +4,8 @@ A re-implementation of the kubelet's ``cpu_assignment.go`` (1.31+):
 ``takeByTopologyNUMAPacked`` (with the ``spread`` sorting strategy of
 ``distribute-cpus-across-cores`` and the uncore-cache step of
 ``prefer-align-cpus-by-uncorecache``) and ``takeByTopologyNUMADistributed``
-(``distribute-cpus-across-numa``, in :mod:`agent.alloc.distribute`). Both are
-built on :class:`_Accumulator`, which mirrors the kubelet's ``cpuAccumulator``.
+(``distribute-cpus-across-numa``, in :mod:`agent.alloc.cpumanager.assignment.distribute`). Both are
+built on :class:`Accumulator`, which mirrors the kubelet's ``cpuAccumulator``.
 
 The kubelet's quirks are kept on purpose, because the static policy must pick
 the same CPUs the kubelet would (``shared/kubelet-vectors`` pin them down):
@@ -20,74 +20,52 @@ the same CPUs the kubelet would (``shared/kubelet-vectors`` pin them down):
   free thread counts as free and both threads are taken, as the kubelet does.
 
 Everything works on int bitmasks precomputed once per :class:`Topology`
-(:class:`agent.alloc.domains._Domains`), so one take on a 256-CPU machine costs
+(:class:`agent.alloc.cpumanager.assignment.domains.Domains`), so one take on a 256-CPU machine costs
 tens of microseconds. Nothing here does I/O or reads the clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from agent.alloc.domains import _ID_BITS, _ID_MASK, _bits, _Children, _Domains, _domains
+from agent.alloc.cpumanager.assignment.domains import ID_BITS, ID_MASK, Children, Domains, bits_of, domains_of
 from agent.alloc.errors import AllocationError
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
-__all__ = ["TakeOptions", "take_by_topology", "take_numa_packed"]
+__all__ = ["Accumulator", "check_count", "not_enough", "take_numa_packed", "take_packed_mask"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TakeOptions:
-    """The CPU manager policy options that change how CPUs are picked.
-
-    Attributes:
-        distribute_across_numa: ``distribute-cpus-across-numa``; use the
-            NUMA-distributed algorithm (which ignores ``prefer_uncore``, as the kubelet does).
-        cpu_group_size: distributed only: CPUs handed out together, ``CPUsPerCore()``
-            with ``full-pcpus-only``, else 1.
-        spread: ``distribute-cpus-across-cores``: no whole-core step, single CPUs socket by socket.
-        prefer_uncore: ``prefer-align-cpus-by-uncorecache``: try to stay inside one uncore cache.
-    """
-
-    distribute_across_numa: bool = False
-    cpu_group_size: int = 1
-    spread: bool = False
-    prefer_uncore: bool = False
-
-    def __post_init__(self) -> None:
-        size = self.cpu_group_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ValueError(f"TakeOptions.cpu_group_size must be a positive integer, got {size!r}")
-
-
-_DEFAULT_OPTIONS = TakeOptions()
-
-
-class _Accumulator:
+class Accumulator:
     """The kubelet's ``cpuAccumulator``: the free CPUs left, the CPUs taken, the CPUs still needed.
 
     ``details`` starts as the available CPUs the topology knows (online) and
     only shrinks. Every ``sort_available_*`` list is recomputed from the
     current ``details``; every ``take_full_*`` loop walks a list computed once
     when the loop starts, as the kubelet does.
+
+    Attributes:
+        available_mask: ``details`` as an int bitmask (the hot loops read it directly).
+        result_mask: ``result`` as an int bitmask.
+        needed: CPUs still to take (negative if a whole domain overshot).
     """
 
-    __slots__ = ("_d", "_details", "_result", "needed", "_spread")
+    __slots__ = ("_d", "available_mask", "result_mask", "needed", "_spread")
 
     def __init__(self, topology: Topology, available: CPUSet, count: int, *, spread: bool = False) -> None:
-        self._setup(_domains(topology), available.mask, count, spread)
+        self._setup(domains_of(topology), available.mask, count, spread)
 
     @classmethod
-    def _of_mask(cls, domains: _Domains, available: int, count: int, spread: bool) -> _Accumulator:
+    def of_mask(cls, domains: Domains, available: int, count: int, spread: bool) -> Accumulator:
+        """An accumulator over prebuilt domain tables and an available-CPU mask (no CPUSet round trip)."""
         acc = cls.__new__(cls)
         acc._setup(domains, available, count, spread)
         return acc
 
-    def _setup(self, domains: _Domains, available: int, count: int, spread: bool) -> None:
+    def _setup(self, domains: Domains, available: int, count: int, spread: bool) -> None:
         self._d = domains
-        self._details = available & domains.online
-        self._result = 0
+        self.available_mask = available & domains.online
+        self.result_mask = 0
         self.needed = count
         self._spread = spread
 
@@ -95,12 +73,12 @@ class _Accumulator:
     @property
     def result(self) -> CPUSet:
         """The CPUs taken so far."""
-        return CPUSet.from_mask(self._result)
+        return CPUSet.from_mask(self.result_mask)
 
     @property
     def details(self) -> CPUSet:
         """The available CPUs not taken yet."""
-        return CPUSet.from_mask(self._details)
+        return CPUSet.from_mask(self.available_mask)
 
     def take(self, cpus: CPUSet) -> None:
         """Add the still-free CPUs of ``cpus`` to the result; the need drops by how many were added.
@@ -111,12 +89,13 @@ class _Accumulator:
         container. podpin takes only the free ones, which changes nothing on
         machines where a free domain is wholly free.
         """
-        self._take(cpus.mask)
+        self.take_mask(cpus.mask)
 
-    def _take(self, mask: int) -> None:
-        mask &= self._details
-        self._result |= mask
-        self._details &= ~self._result
+    def take_mask(self, mask: int) -> None:
+        """:meth:`take` on a bitmask."""
+        mask &= self.available_mask
+        self.result_mask |= mask
+        self.available_mask &= ~self.result_mask
         self.needed -= mask.bit_count()
 
     def needs_at_least(self, n: int) -> bool:
@@ -129,24 +108,22 @@ class _Accumulator:
 
     def is_failed(self) -> bool:
         """More CPUs are needed than remain available."""
-        return self.needed > self._details.bit_count()
+        return self.needed > self.available_mask.bit_count()
 
     # -- orderings ---------------------------------------------------------------------
-    def _ranked(self, children: _Children) -> list[int]:
+    def _ranked(self, children: Children) -> list[int]:
         """Sort keys of the children with an available CPU, ascending.
 
         Sort keys: available CPUs of the child (over all its CPUs, not only
         those inside the parent) ascending, then child id ascending, packed
         into one int (``count << 32 | id``) that sorts the same as the pair.
         """
-        details = self._details
-        keys = [
-            (full & details).bit_count() << _ID_BITS | child for child, inside, full in children if inside & details
-        ]
+        details = self.available_mask
+        keys = [(full & details).bit_count() << ID_BITS | child for child, inside, full in children if inside & details]
         keys.sort()
         return keys
 
-    def _ranked_under(self, parents: list[int], table: dict[int, _Children]) -> list[int]:
+    def _ranked_under(self, parents: list[int], table: dict[int, Children]) -> list[int]:
         """:meth:`_ranked` children of each parent in turn, concatenated in the parents' order."""
         out: list[int] = []
         for parent in parents:
@@ -182,7 +159,7 @@ class _Accumulator:
         NUMA nodes by available CPUs ascending, id ascending (a node spanning
         two sockets appears twice).
         """
-        return [key & _ID_MASK for key in self._numa_keys()]
+        return [key & ID_MASK for key in self._numa_keys()]
 
     def sort_available_sockets(self) -> list[int]:
         """Sockets with an available CPU.
@@ -191,7 +168,7 @@ class _Accumulator:
         NUMA-first: for each node of :meth:`sort_available_numa_nodes`, its
         sockets by available CPUs ascending, id ascending.
         """
-        return [key & _ID_MASK for key in self._socket_keys()]
+        return [key & ID_MASK for key in self._socket_keys()]
 
     def sort_available_cores(self) -> list[int]:
         """Cores with an available CPU.
@@ -201,7 +178,7 @@ class _Accumulator:
         :meth:`sort_available_numa_nodes`), then available CPUs of the core
         (over the whole machine, core ids being global) ascending, then core id.
         """
-        return [key & _ID_MASK for key in self._core_keys()]
+        return [key & ID_MASK for key in self._core_keys()]
 
     def sort_available_uncore_caches(self) -> list[int]:
         """Uncore caches with an available CPU.
@@ -209,34 +186,34 @@ class _Accumulator:
         Sort keys: NUMA node in :meth:`sort_available_numa_nodes` order, then
         available CPUs of the cache ascending, then cache id.
         """
-        return [key & _ID_MASK for key in self._uncore_keys()]
+        return [key & ID_MASK for key in self._uncore_keys()]
 
     def sort_available_cpus_packed(self) -> list[int]:
         """Available CPUs. Sort keys: core in :meth:`sort_available_cores` order, then CPU id."""
-        core, details = self._d.core, self._details
+        core, details = self._d.core, self.available_mask
         out: list[int] = []
         for c in self.sort_available_cores():
-            out += _bits(core[c] & details)
+            out += bits_of(core[c] & details)
         return out
 
     def sort_available_cpus_spread(self) -> list[int]:
         """Available CPUs. Sort keys: socket in :meth:`sort_available_sockets` order, then CPU id."""
-        socket, details = self._d.socket, self._details
+        socket, details = self._d.socket, self.available_mask
         out: list[int] = []
         for s in self.sort_available_sockets():
-            out += _bits(socket[s] & details)
+            out += bits_of(socket[s] & details)
         return out
 
     # -- free domains ------------------------------------------------------------------
     @staticmethod
     def _whole(keys: list[int], masks: dict[int, int]) -> list[int]:
         """Ids of the keys whose available count is the domain's full topology size."""
-        return [key & _ID_MASK for key in keys if key >> _ID_BITS == masks[key & _ID_MASK].bit_count()]
+        return [key & ID_MASK for key in keys if key >> ID_BITS == masks[key & ID_MASK].bit_count()]
 
     @staticmethod
     def _sized(keys: list[int], size: int) -> list[int]:
         """Ids of the keys whose available count equals ``size``."""
-        return [key & _ID_MASK for key in keys if key >> _ID_BITS == size]
+        return [key & ID_MASK for key in keys if key >> ID_BITS == size]
 
     def free_numa_nodes(self) -> list[int]:
         """NUMA nodes whose every CPU is available, in :meth:`sort_available_numa_nodes` order."""
@@ -271,7 +248,7 @@ class _Accumulator:
         for i in free():
             mask = masks[i]
             if self.needed >= mask.bit_count():
-                self._take(mask)
+                self.take_mask(mask)
                 if self.needed < smallest:
                     return
 
@@ -312,7 +289,7 @@ class _Accumulator:
         an available CPU in the cache; with SMT and an odd need the highest CPU
         of them is dropped. Nothing is taken unless the count then equals the need.
         """
-        d, details = self._d, self._details
+        d, details = self._d, self.available_mask
         per_core = max(d.cpus_per_core, 1)
         cores_needed = (self.needed + per_core - 1) // per_core
         cores = [full for _core, inside, full in d.cores_in_uncore.get(uncore_id, ()) if inside & details]
@@ -323,7 +300,7 @@ class _Accumulator:
         if self.needed % 2 != 0 and d.cpus_per_core > 1 and free.bit_count() > self.needed:
             free &= ~(1 << (free.bit_length() - 1))
         if free.bit_count() == self.needed:
-            self._take(free)
+            self.take_mask(free)
 
     def take_uncore_cache(self) -> None:
         """Whole uncore caches while the need is at least ``CPUsPerUncore()``, else one cache that fits."""
@@ -341,27 +318,29 @@ class _Accumulator:
         """Take single CPUs in the packed (or spread) order until satisfied."""
         order = self.sort_available_cpus_spread() if self._spread else self.sort_available_cpus_packed()
         for cpu in order:
-            self._take(1 << cpu)
+            self.take_mask(1 << cpu)
             if self.needed < 1:
                 return
 
 
-def _check_count(count: int) -> None:
+def check_count(count: int) -> None:
+    """Reject a CPU request that is not a non-negative integer (``ValueError``)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ValueError(f"CPU request must be a non-negative integer, got {count!r}")
 
 
-def _not_enough(count: int, available: int) -> AllocationError:
+def not_enough(count: int, available: int) -> AllocationError:
+    """The kubelet's "not enough cpus available to satisfy request" error."""
     return AllocationError(f"not enough cpus available to satisfy request: requested={count}, available={available}")
 
 
-def _packed(domains: _Domains, available: int, size: int, count: int, spread: bool, prefer_uncore: bool) -> int:
+def take_packed_mask(domains: Domains, available: int, size: int, count: int, spread: bool, prefer_uncore: bool) -> int:
     """``takeByTopologyNUMAPacked`` on masks; ``size`` is ``len(available)`` for the error text."""
-    acc = _Accumulator._of_mask(domains, available, count, spread)
+    acc = Accumulator.of_mask(domains, available, count, spread)
     if acc.is_satisfied():
-        return acc._result
+        return acc.result_mask
     if acc.is_failed():
-        raise _not_enough(count, size)
+        raise not_enough(count, size)
     steps = [acc.take_full_first_level, acc.take_full_second_level]
     if prefer_uncore:
         steps.append(acc.take_uncore_cache)
@@ -371,7 +350,7 @@ def _packed(domains: _Domains, available: int, size: int, count: int, spread: bo
     for step in steps:
         step()
         if acc.is_satisfied():
-            return acc._result
+            return acc.result_mask
     raise AllocationError("failed to allocate cpus")
 
 
@@ -385,30 +364,6 @@ def take_numa_packed(
             to satisfy request: requested=N, available=M").
         ValueError: ``count`` is negative.
     """
-    _check_count(count)
-    mask = _packed(_domains(topology), available.mask, len(available), count, spread, prefer_uncore)
+    check_count(count)
+    mask = take_packed_mask(domains_of(topology), available.mask, len(available), count, spread, prefer_uncore)
     return CPUSet.from_mask(mask)
-
-
-def take_by_topology(
-    topology: Topology, available: CPUSet, count: int, options: TakeOptions = _DEFAULT_OPTIONS
-) -> CPUSet:
-    """The static policy's ``takeByTopology``: distributed if the option says so, else packed.
-
-    Args:
-        topology: the machine.
-        available: CPUs that may be taken (shared pool minus reserved, plus reusable).
-        count: CPUs wanted; 0 gives the empty set.
-        options: the policy options that change the picking.
-
-    Raises:
-        AllocationError: with the kubelet's message, e.g. "not enough cpus
-            available to satisfy request: requested=5, available=4".
-    """
-    if options.distribute_across_numa:
-        # Imported here: distribute.py builds on this module's accumulator, so a
-        # top-level import would be circular.
-        from agent.alloc.distribute import take_numa_distributed
-
-        return take_numa_distributed(topology, available, count, options.cpu_group_size, spread=options.spread)
-    return take_numa_packed(topology, available, count, spread=options.spread, prefer_uncore=options.prefer_uncore)

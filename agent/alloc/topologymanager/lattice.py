@@ -1,6 +1,6 @@
 """The lattice of NUMA-node subsets: positions, bitmaps, and the ANDs of a product of sets.
 
-The hint merge (:mod:`agent.alloc.merge`) needs to know which masks the
+The hint merge (:mod:`agent.alloc.topologymanager.merge`) needs to know which masks the
 permutations of the hint lists can AND to. That set is computed exactly over
 the lattice of the ``2**N`` node subsets: the superset-sum (zeta) transform of
 each list's indicator counts, for every mask ``y``, the hints ``⊇ y``; the
@@ -21,8 +21,8 @@ for larger lattices. The property tests hold both paths to the literal merge.
 
 It is separate from the merge because it is plain arithmetic on the subset
 lattice, with no notion of hints or of the kubelet's ranking; the compact hint
-lists (:mod:`agent.alloc.hint_list`), the merge and the CPU hint provider
-(:mod:`agent.alloc.cpu_hints`) all build on it.
+lists (:mod:`agent.alloc.topologymanager.hint_list`), the merge and the CPU hint provider
+(:mod:`agent.alloc.cpumanager.hints`) all build on it.
 """
 
 from __future__ import annotations
@@ -31,21 +31,31 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-from agent.alloc.hints import HintError, NUMAInfo, ids_of, mask_of
+from agent.alloc.topologymanager.hint import HintError, ids_of, mask_of
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from agent.alloc.topologymanager.numa_info import NUMAInfo
+
 __all__ = [
     "MAX_LATTICE_NODES",
     "SMALL_LATTICE_NODES",
     "and_products",
+    "and_products_flags",
+    "and_products_ints",
     "bitmap_from_flags",
+    "bitmap_of",
+    "distance_list",
+    "distance_sums",
     "flags_from_bitmap",
+    "is_identity",
+    "levels",
     "mask_at",
     "popcount_table",
     "position_of",
+    "singletons",
 ]
 
 #: The lattice holds 2**N entries per list; 20 nodes is 8 MiB per int64 array.
@@ -59,7 +69,7 @@ SMALL_LATTICE_NODES = 8
 
 
 # -- positions and bitmaps ------------------------------------------------------------
-def _compress(mask: int, nodes: tuple[int, ...]) -> int:
+def position_of(mask: int, nodes: tuple[int, ...]) -> int:
     """The position of ``mask`` over ``nodes`` (bits of other nodes are dropped)."""
     position = 0
     for index, node in enumerate(nodes):
@@ -68,17 +78,17 @@ def _compress(mask: int, nodes: tuple[int, ...]) -> int:
     return position
 
 
-def _expand(position: int, nodes: tuple[int, ...]) -> int:
+def mask_at(position: int, nodes: tuple[int, ...]) -> int:
     """The NUMA mask of a position over ``nodes``."""
     return mask_of(nodes[index] for index in ids_of(position))
 
 
-def _is_identity(nodes: tuple[int, ...]) -> bool:
+def is_identity(nodes: tuple[int, ...]) -> bool:
     """True when node ids are 0..N-1, so positions are masks."""
     return nodes == tuple(range(len(nodes)))
 
 
-def _bitmap_of(positions: Iterable[int], size: int) -> int:
+def bitmap_of(positions: Iterable[int], size: int) -> int:
     """A bitmap with bit p set for every position p (``size`` = number of positions)."""
     ordered = list(positions)
     if len(ordered) <= 64 or size <= 1 << SMALL_LATTICE_NODES:
@@ -90,7 +100,7 @@ def _bitmap_of(positions: Iterable[int], size: int) -> int:
 
     flags = np.zeros(size, dtype=bool)
     flags[ordered] = True
-    return _to_bitmap(flags)
+    return bitmap_from_flags(flags)
 
 
 def _to_array(bitmap: int, size: int) -> NDArray[np.bool_]:
@@ -101,7 +111,12 @@ def _to_array(bitmap: int, size: int) -> NDArray[np.bool_]:
     return np.unpackbits(raw, bitorder="little")[:size].astype(bool)
 
 
-def _to_bitmap(flags: NDArray[np.bool_]) -> int:
+def flags_from_bitmap(bitmap: int, size_bits: int) -> NDArray[np.bool_]:
+    """A bitmap over the positions of a ``size_bits``-node lattice as a bool array."""
+    return _to_array(bitmap, 1 << size_bits)
+
+
+def bitmap_from_flags(flags: NDArray[np.bool_]) -> int:
     """A bool array as a bitmap (bit p set where ``flags[p]``)."""
     import numpy as np
 
@@ -109,7 +124,7 @@ def _to_bitmap(flags: NDArray[np.bool_]) -> int:
 
 
 @cache
-def _popcounts(size_bits: int) -> NDArray[np.uint8]:
+def popcount_table(size_bits: int) -> NDArray[np.uint8]:
     """Number of nodes of every position of a ``size_bits``-node lattice (read-only)."""
     import numpy as np
 
@@ -120,38 +135,13 @@ def _popcounts(size_bits: int) -> NDArray[np.uint8]:
     return counts
 
 
-def popcount_table(size_bits: int) -> NDArray[np.uint8]:
-    """Number of nodes of every position of a ``size_bits``-node lattice (NumPy, read-only); for providers."""
-    return _popcounts(size_bits)
-
-
-def bitmap_from_flags(flags: NDArray[np.bool_]) -> int:
-    """A bool array over the lattice positions as a bitmap, for :meth:`~agent.alloc.hint_list.HintList.from_bitmaps`."""
-    return _to_bitmap(flags)
-
-
-def flags_from_bitmap(bitmap: int, size_bits: int) -> NDArray[np.bool_]:
-    """A bitmap over the positions of a ``size_bits``-node lattice as a bool array; for providers."""
-    return _to_array(bitmap, 1 << size_bits)
-
-
-def position_of(mask: int, nodes: tuple[int, ...]) -> int:
-    """The lattice position of a NUMA mask over ``nodes``; for providers."""
-    return _compress(mask, nodes)
-
-
-def mask_at(position: int, nodes: tuple[int, ...]) -> int:
-    """The NUMA mask at a lattice position over ``nodes``; for providers."""
-    return _expand(position, nodes)
-
-
 @cache
-def _singletons(size_bits: int) -> int:
+def singletons(size_bits: int) -> int:
     """Bitmap of the one-node positions."""
     return sum(1 << (1 << bit) for bit in range(size_bits))
 
 
-def _distance_sums(numa_info: NUMAInfo) -> NDArray[np.int64]:
+def distance_sums(numa_info: NUMAInfo) -> NDArray[np.int64]:
     """Sum of the distances over every ordered node pair of every position, self pairs included.
 
     For masks with as many nodes, comparing these sums is comparing the
@@ -172,7 +162,7 @@ def _distance_sums(numa_info: NUMAInfo) -> NDArray[np.int64]:
 
 # -- the small lattice, in Python integers ------------------------------------------------
 @cache
-def _levels(size_bits: int) -> tuple[int, ...]:
+def levels(size_bits: int) -> tuple[int, ...]:
     """Bitmap of the positions with k nodes, for k = 0..size_bits."""
     levels = [0] * (size_bits + 1)
     for position in range(1 << size_bits):
@@ -180,8 +170,8 @@ def _levels(size_bits: int) -> tuple[int, ...]:
     return tuple(levels)
 
 
-def _distance_list(numa_info: NUMAInfo) -> tuple[int, ...]:
-    """:func:`_distance_sums` as Python integers (small lattices)."""
+def distance_list(numa_info: NUMAInfo) -> tuple[int, ...]:
+    """:func:`distance_sums` as Python integers (small lattices)."""
     rows = numa_info.distances
     sums = [0]
     for high in range(len(numa_info.nodes)):
@@ -202,8 +192,8 @@ def _transform(table: list[int], size_bits: int, sign: int) -> None:
                 table[position] += sign * table[position | step]
 
 
-def _and_products_small(bitmaps: Sequence[int], size_bits: int) -> int:
-    """:func:`_and_products` on bitmaps with Python integers (exact, no overflow to guard)."""
+def and_products_ints(bitmaps: Sequence[int], size_bits: int) -> int:
+    """:func:`and_products_flags` on bitmaps with Python integers (exact, no overflow to guard)."""
     size = 1 << size_bits
     if not bitmaps:
         return 1 << (size - 1)
@@ -244,7 +234,7 @@ def _mobius(table: NDArray[np.int64], size_bits: int) -> NDArray[np.int64]:
     return table
 
 
-def _and_products(sets: Sequence[NDArray[np.bool_]], size_bits: int) -> NDArray[np.bool_]:
+def and_products_flags(sets: Sequence[NDArray[np.bool_]], size_bits: int) -> NDArray[np.bool_]:
     """Which positions are the AND of one member of each set (the sets as bool arrays)."""
     import numpy as np
 
@@ -290,5 +280,5 @@ def and_products(bitmaps: Sequence[int], size_bits: int) -> int:
         if bitmap < 0 or bitmap.bit_length() > size:
             raise HintError(f"set {index} has bits beyond the {size} positions of a {size_bits}-bit lattice")
     if size_bits <= SMALL_LATTICE_NODES:
-        return _and_products_small(list(bitmaps), size_bits)
-    return _to_bitmap(_and_products([_to_array(bitmap, size) for bitmap in bitmaps], size_bits))
+        return and_products_ints(list(bitmaps), size_bits)
+    return bitmap_from_flags(and_products_flags([_to_array(bitmap, size) for bitmap in bitmaps], size_bits))

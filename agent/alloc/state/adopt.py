@@ -17,10 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from agent.alloc.cpu_state import CPUState
+from agent.alloc.cpumanager import CPUState
 from agent.cpuset import CPUSet
-from agent.pods.eligibility import container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
-from agent.pods.model import PodView
+from agent.pods import PodView, container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
 
 __all__ = ["Observed", "seed_observed"]
 

@@ -5,7 +5,7 @@ admit/reject decision, exactly as the kubelet's ``Policy.Merge`` does
 (``policy_none.go``, ``policy_best_effort.go``, ``policy_restricted.go``,
 ``policy_single_numa_node.go``). The merging is :class:`LatticeMerger`'s, which
 gives the kubelet's result without walking the cartesian product; the literal
-walk stays in ``merge_reference`` as the oracle the tests compare with.
+walk is the test oracle ``tests/oracles/merge_reference.py`` the tests compare with.
 
 The policy is chosen once, by :func:`make_policy`, from the configured name.
 Limits on the node count (the kubelet's 8 NUMA nodes unless
@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from agent.alloc.hint_list import CompactProviderHints, lists_from_providers
-from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.merge import LatticeMerger
+from agent.alloc.topologymanager.hint import TopologyHint
+from agent.alloc.topologymanager.hint_list import CompactProviderHints, lists_from_providers
+from agent.alloc.topologymanager.merge import LatticeMerger
+from agent.alloc.topologymanager.numa_info import NUMAInfo
 
 __all__ = [
     "POLICY_BEST_EFFORT",

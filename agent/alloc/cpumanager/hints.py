@@ -8,10 +8,10 @@ the kubelet: when one node could hold the request empty but is too full now,
 only wider, non-preferred hints exist and ``restricted``/``single-numa-node``
 reject.
 
-Up to :data:`~agent.alloc.lattice.SMALL_LATTICE_NODES` NUMA nodes the hints are
+Up to :data:`~agent.alloc.topologymanager.lattice.SMALL_LATTICE_NODES` NUMA nodes the hints are
 listed as the kubelet lists them (every subset by size, then lexicographically).
 Beyond, the 2**N subsets are evaluated as NumPy arrays and handed to the merge
-as a :class:`~agent.alloc.hint_list.HintList` bitmap, so a 16-node machine costs
+as a :class:`~agent.alloc.topologymanager.hint_list.HintList` bitmap, so a 16-node machine costs
 milliseconds instead of seconds of Python loops.
 """
 
@@ -19,13 +19,18 @@ from __future__ import annotations
 
 from itertools import combinations
 
-from agent.alloc.hint_list import HintList
-from agent.alloc.hints import NUMAInfo, TopologyHint
-from agent.alloc.lattice import SMALL_LATTICE_NODES, bitmap_from_flags, popcount_table
+from agent.alloc.topologymanager import (
+    SMALL_LATTICE_NODES,
+    HintList,
+    NUMAInfo,
+    TopologyHint,
+    bitmap_from_flags,
+    popcount_table,
+)
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
-__all__ = ["cpu_hints", "socket_aligned"]
+__all__ = ["cpu_hints", "lattice_cpu_hints", "listed_cpu_hints", "socket_aligned"]
 
 
 def socket_aligned(topology: Topology, nodes: tuple[int, ...], min_affinity: int) -> bool:
@@ -38,9 +43,10 @@ def socket_aligned(topology: Topology, nodes: tuple[int, ...], min_affinity: int
     return len(topology.sockets_in_numa(*nodes)) == min_sockets
 
 
-def _listed(
+def listed_cpu_hints(
     topology: Topology, available: CPUSet, reusable: CPUSet, request: int, align_by_socket: bool
 ) -> list[TopologyHint]:
+    """The hints as the kubelet lists them: every NUMA subset by size, then lexicographically."""
     nodes = topology.numa_ids
     totals = [len(topology.cpus_in_numa(n)) for n in nodes]
     free = [len(available & topology.cpus_in_numa(n)) for n in nodes]
@@ -71,9 +77,10 @@ def _listed(
     ]
 
 
-def _lattice(
+def lattice_cpu_hints(
     topology: Topology, numa_info: NUMAInfo, available: CPUSet, reusable: CPUSet, request: int, align_by_socket: bool
 ) -> HintList:
+    """The same hints judged for all 2**N subsets at once on NumPy arrays, as a :class:`HintList` bitmap."""
     import numpy as np
 
     nodes = numa_info.nodes
@@ -122,5 +129,5 @@ def cpu_hints(
     """
     nodes = topology.numa_ids
     if numa_info is not None and len(nodes) > SMALL_LATTICE_NODES and numa_info.nodes == nodes:
-        return _lattice(topology, numa_info, available, reusable, request, align_by_socket)
-    return _listed(topology, available, reusable, request, align_by_socket)
+        return lattice_cpu_hints(topology, numa_info, available, reusable, request, align_by_socket)
+    return listed_cpu_hints(topology, available, reusable, request, align_by_socket)
