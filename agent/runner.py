@@ -178,13 +178,13 @@ class Agent:
         try:
             if state is not None:
                 try:
-                    return Planner(self.topology, self.config, state), False
+                    return Planner(self.topology, self.config.planner, state), False
                 except CheckpointError as err:
                     moved = self.store.quarantine()
                     self.log.warning("state.invalid", error=str(err), moved_to=str(moved) if moved else None)
             else:
                 self.log.warning("state.missing", path=str(self.store.path))
-            return Planner(self.topology, self.config), True
+            return Planner(self.topology, self.config.planner), True
         except PlannerError as err:
             raise AgentError(f"configuration does not fit this machine: {err}") from err
 

@@ -122,7 +122,7 @@ def _ms(ns: float) -> float:
 
 def admit_round(topology: Topology, config: AgentConfig, pods: list[PodView]) -> tuple[list[int], int]:
     """Admit every pod into a fresh planner; (ns per admit, pods admitted)."""
-    planner = Planner(topology, config)
+    planner = Planner(topology, config.planner)
     latencies: list[int] = []
     admitted = 0
     clock = time.perf_counter_ns
@@ -136,7 +136,7 @@ def admit_round(topology: Topology, config: AgentConfig, pods: list[PodView]) ->
 
 def replan(topology: Topology, config: AgentConfig, pods: list[PodView]) -> Planner:
     """A restart's work: new planner, admit all pods, plan the node."""
-    planner = Planner(topology, config)
+    planner = Planner(topology, config.planner)
     for pod in pods:
         planner.admit(pod)
     planner.plan(pods)

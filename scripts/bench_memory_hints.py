@@ -58,7 +58,7 @@ def admit_all(policy: str) -> tuple[list[float], list[tuple[int, ...] | None]]:
         },
         env={},
     )
-    planner = Planner(topology, config)
+    planner = Planner(topology, config.planner)
     pods = [pod_from_dict(pod(i)) for i in range(40)]
     times: list[float] = []
     placed: list[tuple[int, ...] | None] = []

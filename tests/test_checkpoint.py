@@ -20,7 +20,7 @@ CONFIG = {"reservedSystemCPUs": "0"}
 
 
 def admitted_planner(**extra: Any) -> Planner:
-    planner = Planner(machine(threads=1), config_from_mapping({**CONFIG, **extra}, env={}))
+    planner = Planner(machine(threads=1), config_from_mapping({**CONFIG, **extra}, env={}).planner)
     pod = pod_from_dict(
         make_pod("db", containers=[("db", "3", "3", "1Gi", "1Gi"), ("log",)], pod_resources=("4", "4", "2Gi", "2Gi"))
     )
@@ -52,7 +52,9 @@ def test_round_trip() -> None:
 def test_restart_adopts_the_checkpoint() -> None:
     """A planner built on a saved state keeps every allocation (no CPU moves on restart)."""
     planner = admitted_planner()
-    restored = Planner(machine(threads=1), config_from_mapping(CONFIG, env={}), state_from_checkpoint(document()))
+    restored = Planner(
+        machine(threads=1), config_from_mapping(CONFIG, env={}).planner, state_from_checkpoint(document())
+    )
     assert planner.snapshot().cpu == restored.snapshot().cpu
 
 
@@ -128,7 +130,7 @@ def test_validation_says_what_is_wrong(path: list[str], value: Any, message: str
     with pytest.raises(CheckpointError) as err:
         if isinstance(doc, CheckpointError):
             raise doc
-        Planner(machine(threads=1), config_from_mapping(CONFIG, env={}), doc)
+        Planner(machine(threads=1), config_from_mapping(CONFIG, env={}).planner, doc)
     assert message in str(err.value)
 
 
@@ -149,7 +151,7 @@ def test_cpu_in_two_pods_is_refused() -> None:
     cpus["default"] = "0,6-15"
     state = state_from_checkpoint_or_error(doc)
     with pytest.raises(CheckpointError) as err:
-        Planner(machine(threads=1), config_from_mapping(CONFIG, env={}), state)
+        Planner(machine(threads=1), config_from_mapping(CONFIG, env={}).planner, state)
     assert f"CPU 4 is held by two pods: {min(classic, other)} and {max(classic, other)}" == str(err.value)
 
 
@@ -163,7 +165,7 @@ def test_container_outside_its_bubble_is_refused() -> None:
     cpus["default"] = "0,4,8-15"
     state = state_from_checkpoint_or_error(doc)
     with pytest.raises(CheckpointError) as err:
-        Planner(machine(threads=1), config_from_mapping(CONFIG, env={}), state)
+        Planner(machine(threads=1), config_from_mapping(CONFIG, env={}).planner, state)
     assert f'pod: {bubble_uid}, container: log cpuset "7" is not inside the pod\'s cpuset "1-3"' == str(err.value)
 
 
@@ -171,7 +173,7 @@ def test_checkpoint_from_another_reservation_is_refused() -> None:
     """A state saved with other reserved CPUs does not fit this configuration."""
     state = state_from_checkpoint(document())
     with pytest.raises(CheckpointError, match='the checkpoint reserves CPUs "0" but the configuration reserves "0-1"'):
-        Planner(machine(threads=1), config_from_mapping({"reservedSystemCPUs": "0-1"}, env={}), state)
+        Planner(machine(threads=1), config_from_mapping({"reservedSystemCPUs": "0-1"}, env={}).planner, state)
 
 
 def test_memory_state_round_trip_and_mismatch() -> None:
@@ -183,7 +185,7 @@ def test_memory_state_round_trip_and_mismatch() -> None:
     }
     doc = document(**extra)
     config = config_from_mapping({**CONFIG, **extra}, env={})
-    assert Planner(machine(threads=1), config, state_from_checkpoint(doc)).snapshot().memory is not None
+    assert Planner(machine(threads=1), config.planner, state_from_checkpoint(doc)).snapshot().memory is not None
     doc["data"]["memory"]["machineState"]["0"]["memoryMap"]["memory"]["free"] += 1
     with pytest.raises(CheckpointError, match="NUMA node 0: memory free .* != allocatable"):
-        Planner(machine(threads=1), config, state_from_checkpoint_unchecked(doc["data"]))
+        Planner(machine(threads=1), config.planner, state_from_checkpoint_unchecked(doc["data"]))

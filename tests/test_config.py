@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.config import CONFIG_KEYS, ConfigError, config_from_mapping, load_config
+from agent.alloc import PlannerConfig, PlannerError, TopologyManagerScope
+from agent.config import CONFIG_KEYS, AgentConfig, ConfigError, config_from_mapping, load_config
 from agent.cpuset import CPUSet
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,18 +27,18 @@ class TestDefaults:
         """Defaults are the kubelet's except the topology policy and scope podpin needs."""
         config = cfg()
         assert ("static", "None", "best-effort", "pod") == (
-            config.cpu_manager_policy,
-            config.memory_manager_policy,
-            config.topology_manager_policy,
-            config.topology_manager_scope,
+            config.planner.cpu_manager_policy,
+            config.planner.memory_manager_policy,
+            config.planner.topology_manager_policy,
+            config.planner.topology_manager_scope,
         )
         assert (100_000, 10.0, 300.0, "0.0.0.0:9363") == (
-            config.cpu_cfs_quota_period_us,
+            config.planner.cpu_cfs_quota_period_us,
             config.reconcile_period,
             config.pod_resync_period,
             config.metrics_bind_address,
         )
-        assert "max 100000" == config.cfs_period_text()
+        assert "max 100000" == config.planner.cfs_period_text()
 
     def test_node_name_from_environment(self) -> None:
         """nodeName falls back to NODE_NAME."""
@@ -53,14 +55,14 @@ class TestDefaults:
     )
     def test_reserved_cpu_count(self, data: dict[str, Any], reserved: int) -> None:
         """ceil(kube + system reserved cpu), or the size of reservedSystemCPUs which overrides them."""
-        assert reserved == config_from_mapping(data, env={}).num_reserved_cpus()
+        assert reserved == config_from_mapping(data, env={}).planner.num_reserved_cpus()
 
     def test_policy_options_parsed_once(self) -> None:
         """cpuManagerPolicyOptions become typed booleans."""
         config = cfg(cpuManagerPolicyOptions={"full-pcpus-only": "true", "strict-cpu-reservation": "false"})
         assert (True, False) == (
-            config.cpu_policy_options.full_pcpus_only,
-            config.cpu_policy_options.strict_cpu_reservation,
+            config.planner.cpu_policy_options.full_pcpus_only,
+            config.planner.cpu_policy_options.strict_cpu_reservation,
         )
 
     def test_reserved_memory(self) -> None:
@@ -70,8 +72,8 @@ class TestDefaults:
             systemReserved={"cpu": "1", "memory": "924Mi"},
             reservedMemory=[{"numaNode": 0, "limits": {"memory": "1Gi"}}],
         )
-        assert {"memory": 2**30} == dict(config.reserved_memory[0].limits)
-        assert CPUSet() == config.reserved_system_cpus
+        assert {"memory": 2**30} == dict(config.planner.reserved_memory[0].limits)
+        assert CPUSet() == config.planner.reserved_system_cpus
 
 
 @pytest.mark.parametrize(
@@ -205,4 +207,56 @@ def test_contract_keys() -> None:
         "logLevel",
         "logFormat",
         "cgroupWatch",
-    } == set(CONFIG_KEYS)
+    } == {entry.key for entry in CONFIG_KEYS}
+
+
+class TestKeyTable:
+    def test_every_setting_is_filled_by_exactly_one_key(self) -> None:
+        """Each AgentConfig and PlannerConfig field comes from one table entry (the reserved CPU millis from two)."""
+        agent_fields = {f.name for f in dataclasses.fields(AgentConfig)} - {"planner"}
+        planner_fields = {f"planner.{f.name}" for f in dataclasses.fields(PlannerConfig)}
+        filled = [entry.field for entry in CONFIG_KEYS]
+        assert sorted(filled) == sorted(set(filled))
+        assert agent_fields | planner_fields - {"planner.reserved_cpu_millis"} == set(filled)
+
+    def test_every_default_is_a_valid_file_value(self) -> None:
+        """Writing each key's default into the file gives the same configuration as leaving the key out."""
+        explicit = {entry.key: entry.default for entry in CONFIG_KEYS}
+        assert cfg() == config_from_mapping({**explicit, **BASE}, env={})
+
+    def test_every_key_is_documented(self) -> None:
+        """Each key says what it is for, in one line."""
+        assert [] == [entry.key for entry in CONFIG_KEYS if not entry.doc or "\n" in entry.doc]
+
+
+class TestPlannerConfig:
+    def test_the_planner_gets_only_its_settings(self) -> None:
+        """AgentConfig.planner is the core's own value: the agent's settings stay outside it."""
+        planner = cfg(cgroupWatch="poll", reservedSystemCPUs="0,16").planner
+        assert isinstance(planner, PlannerConfig)
+        assert (CPUSet.parse("0,16"), 2) == (planner.reserved_system_cpus, planner.num_reserved_cpus())
+        assert not hasattr(planner, "cgroup_watch")
+
+    @pytest.mark.parametrize(
+        ("field", "value", "message"),
+        [
+            ("topology_manager_scope", "pods", "topologyManagerScope: 'pods' is not one of container, pod"),
+            (
+                "topology_manager_policy",
+                "best_effort",
+                "topologyManagerPolicy: 'best_effort' is not one of none, best-effort, restricted, single-numa-node",
+            ),
+            ("cpu_manager_policy", "Static", "cpuManagerPolicy: 'Static' is not one of static, none"),
+            ("memory_manager_policy", "static", "memoryManagerPolicy: 'static' is not one of None, Static"),
+        ],
+    )
+    def test_a_misspelt_name_fails_naming_the_key(self, field: str, value: str, message: str) -> None:
+        """A PlannerConfig built with an unknown scope or policy name never becomes another scope or policy."""
+        with pytest.raises(PlannerError) as raised:
+            dataclasses.replace(cfg().planner, **{field: value})
+        assert message == str(raised.value)
+
+    def test_names_given_as_strings_become_enums(self) -> None:
+        """A plain string naming a known scope is accepted and stored as the enum member."""
+        planner = dataclasses.replace(cfg().planner, topology_manager_scope="container")
+        assert TopologyManagerScope.CONTAINER is planner.topology_manager_scope

@@ -80,7 +80,7 @@ def test_planner_admits_on_large_machines(nodes: int) -> None:
         },
         env={},
     )
-    planner = Planner(big, config)
+    planner = Planner(big, config.planner)
     pod = pod_from_dict(
         make_pod("p", containers=[("db", "4", "4", "1Gi", "1Gi"), ("s",)], pod_resources=("6", "6", "2Gi", "2Gi"))
     )

@@ -22,7 +22,7 @@ from agent.config import config_from_mapping
 from agent.pods.model import pod_from_dict
 from agent.topology.codec import topology_from_dict
 topology = topology_from_dict(json.load(open(sys.argv[1])))
-planner = Planner(topology, config_from_mapping({"systemReserved": {"cpu": "1"}}, env={}))
+planner = Planner(topology, config_from_mapping({"systemReserved": {"cpu": "1"}}, env={}).planner)
 pod = {"metadata": {"name": "p", "uid": "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"},
        "spec": {"resources": {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}},
                 "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "512Mi"},

@@ -213,7 +213,7 @@ def planned_pods() -> Any:
     """A KEP pod (bubble {1-5}: c1 exclusive {1-3}, c2 shared {4,5}) and a rejected one, planned on 2 x 8 CPUs."""
     planner = Planner(
         machine(threads=1),
-        config_from_mapping({"reservedSystemCPUs": "0", "topologyManagerPolicy": "single-numa-node"}, env={}),
+        config_from_mapping({"reservedSystemCPUs": "0", "topologyManagerPolicy": "single-numa-node"}, env={}).planner,
     )
     kep = pod_from_dict(
         make_pod("kep", containers=[("c1", "3", "3", "1Gi", "1Gi"), ("c2",)], pod_resources=("5", "5", "5Gi", "5Gi"))

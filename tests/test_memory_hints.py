@@ -120,7 +120,7 @@ STATIC_MEMORY = {
 
 def static_planner(nodes: int, policy: str) -> Planner:
     topology = machine(sockets=nodes, threads=1, cores_per_numa=2, memory_gib=8)
-    return Planner(topology, config_from_mapping({**STATIC_MEMORY, "topologyManagerPolicy": policy}, env={}))
+    return Planner(topology, config_from_mapping({**STATIC_MEMORY, "topologyManagerPolicy": policy}, env={}).planner)
 
 
 def test_sixteen_node_static_memory_admission() -> None:

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 from strategies import MergeInput, lattice_sets, merge_inputs, numa_infos
 
 from agent.alloc.topologymanager import (
-    POLICY_NAMES,
     HintError,
     HintList,
     LatticeMerger,
     NUMAInfo,
     ProviderHints,
     TopologyHint,
+    TopologyManagerPolicy,
     TopologyPolicyError,
     ids_of,
     is_narrower_than,
@@ -50,7 +50,7 @@ def outcome(result: tuple[TopologyHint, bool]) -> tuple[tuple[int, ...] | None, 
 # -- fast == reference ----------------------------------------------------------------
 class TestFastEqualsReference:
     @_PROPERTY
-    @given(merge_inputs(), st.sampled_from(POLICY_NAMES), st.booleans())
+    @given(merge_inputs(), st.sampled_from(list(TopologyManagerPolicy)), st.booleans())
     def test_policy_merge(self, case: MergeInput, policy: str, closest: bool) -> None:
         """Every policy, with and without prefer-closest, gives the literal product's hint and admission."""
         expected = reference_merge(policy, case.numa_info, case.providers, prefer_closest=closest)
@@ -68,7 +68,7 @@ class TestFastEqualsReference:
     @settings(max_examples=300, deadline=None)
     @given(
         merge_inputs(min_nodes=7, max_nodes=10, max_lists=3, max_hints=10),
-        st.sampled_from(POLICY_NAMES),
+        st.sampled_from(list(TopologyManagerPolicy)),
         st.booleans(),
     )
     def test_policy_merge_on_larger_machines(self, case: MergeInput, policy: str, closest: bool) -> None:

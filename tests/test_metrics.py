@@ -27,7 +27,7 @@ CONFIG = {"reservedSystemCPUs": "0", "topologyManagerPolicy": "single-numa-node"
 
 
 def new_planner() -> Planner:
-    return Planner(machine(threads=1), config_from_mapping(CONFIG, env={}))
+    return Planner(machine(threads=1), config_from_mapping(CONFIG, env={}).planner)
 
 
 def view(*args: Any, **kwargs: Any) -> PodView:

@@ -17,7 +17,7 @@ from podfactory import make_pod, sidecar
 def planner(topology: Any = None, **config: Any) -> Planner:
     base = {"reservedSystemCPUs": "0"}
     base.update(config)
-    return Planner(topology or machine(threads=1), config_from_mapping(base, env={}))
+    return Planner(topology or machine(threads=1), config_from_mapping(base, env={}).planner)
 
 
 def pod(*args: Any, **kwargs: Any) -> Any:
@@ -285,7 +285,7 @@ class TestHotplug:
     def test_only_pods_on_offline_cpus_are_replanned_and_the_reservation_stays(self) -> None:
         """One SMT sibling going offline re-plans the pod that held it; the reserved CPU does not move."""
         topology = machine()
-        p = Planner(topology, config_from_mapping({"systemReserved": {"cpu": "1"}}, env={}))
+        p = Planner(topology, config_from_mapping({"systemReserved": {"cpu": "1"}}, env={}).planner)
         first = pod("first", containers=[("c", "2", "2", "1Gi", "1Gi")])
         second = pod("second", containers=[("c", "2", "2", "1Gi", "1Gi")])
         p.admit(first)

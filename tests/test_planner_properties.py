@@ -81,7 +81,7 @@ def test_random_sequences_keep_invariants(
         TOPOLOGY,
         config_from_mapping(
             {"reservedSystemCPUs": "0,16", "topologyManagerPolicy": policy, "topologyManagerScope": scope}, env={}
-        ),
+        ).planner,
     )
     initial = planner.snapshot()
     pods = {i: _pod(data.draw(pod_specs(i))) for i in range(8)}

@@ -5,14 +5,16 @@ same split: :mod:`.cpumanager`, :mod:`.memorymanager` and
 :mod:`.topologymanager`, plus :mod:`.admission` (the topology manager's
 container and pod scopes), :mod:`.state` (the node state and its checkpoint
 codec) and the :class:`Planner` on top, which is the whole API the shell needs:
-build it from a topology and the configuration, ``admit`` and ``release`` pods,
-``plan`` the cgroup values, ``snapshot`` the state.
+build it from a topology and a :class:`PlannerConfig`, ``admit`` and
+``release`` pods, ``plan`` the cgroup values, ``snapshot`` the state. The
+core owns its inputs: :class:`PlannerConfig` holds exactly what the planner
+reads, and the shell's configuration file is parsed into it elsewhere.
 
 Nothing in this package does I/O, reads the clock or the environment: given the
 same topology, configuration and pods, the planner returns the same plan.
 """
 
-from agent.alloc.cpumanager import CPU_POLICY_OPTIONS, CPUPolicyOptions, parse_cpu_policy_options
+from agent.alloc.cpumanager import CPU_POLICY_OPTIONS, CPUManagerPolicy, CPUPolicyOptions, parse_cpu_policy_options
 from agent.alloc.errors import (
     AllocationError,
     CheckpointError,
@@ -24,8 +26,10 @@ from agent.alloc.errors import (
     TopologyAffinityError,
     UnexpectedAdmissionError,
 )
+from agent.alloc.memorymanager import MemoryManagerPolicy
 from agent.alloc.plan import KINDS, POOLS, ContainerPlan, DesiredValues, Plan, PodPlan
 from agent.alloc.planner import Decision, Planner
+from agent.alloc.planner_config import PlannerConfig, ReservedMemory
 from agent.alloc.state import (
     CHECKPOINT_VERSION,
     NodeState,
@@ -35,8 +39,9 @@ from agent.alloc.state import (
     state_to_checkpoint,
 )
 from agent.alloc.topologymanager import (
-    POLICY_NAMES,
     TOPOLOGY_POLICY_OPTIONS,
+    TopologyManagerPolicy,
+    TopologyManagerScope,
     TopologyPolicyOptions,
     parse_topology_policy_options,
 )
@@ -45,27 +50,32 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "CPU_POLICY_OPTIONS",
     "KINDS",
-    "POLICY_NAMES",
     "POOLS",
     "TOPOLOGY_POLICY_OPTIONS",
     "AllocationError",
+    "CPUManagerPolicy",
     "CPUPolicyOptions",
     "CheckpointError",
     "ContainerPlan",
     "Decision",
     "DesiredValues",
     "EmptyPodSharedPoolError",
+    "MemoryManagerPolicy",
     "NodeState",
     "Observed",
     "OptionsError",
     "PlacementError",
     "Plan",
     "Planner",
+    "PlannerConfig",
     "PlannerError",
     "PodPlan",
     "PodRecord",
+    "ReservedMemory",
     "SMTAlignmentError",
     "TopologyAffinityError",
+    "TopologyManagerPolicy",
+    "TopologyManagerScope",
     "TopologyPolicyOptions",
     "UnexpectedAdmissionError",
     "parse_cpu_policy_options",

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from agent.alloc.cpumanager import CPUState, PodCPUAllocation, StaticCPUPolicy
 from agent.alloc.errors import AllocationError, PlacementError, TopologyAffinityError, UnexpectedAdmissionError
 from agent.alloc.memorymanager import MemoryState, StaticMemoryPolicy
-from agent.alloc.topologymanager import CompactProviderHints, TopologyHint, TopologyPolicy
+from agent.alloc.topologymanager import (
+    CompactProviderHints,
+    TopologyHint,
+    TopologyManagerPolicy,
+    TopologyManagerScope,
+    TopologyPolicy,
+)
 from agent.pods import ContainerView, PodView, uses_pod_level_path
 
 __all__ = ["Admission", "Providers", "admit_pod", "POD_LEVEL_REJECTION"]
@@ -93,7 +99,13 @@ def _allocate(
 
 
 def admit_pod(
-    pod: PodView, *, policy: TopologyPolicy, scope: str, providers: Providers, cpu: CPUState, memory: MemoryState
+    pod: PodView,
+    *,
+    policy: TopologyPolicy,
+    scope: TopologyManagerScope,
+    providers: Providers,
+    cpu: CPUState,
+    memory: MemoryState,
 ) -> Admission:
     """Admit one pod into the given (working-copy) states.
 
@@ -111,12 +123,12 @@ def admit_pod(
     for provider in (providers.cpu, providers.memory):
         if provider is not None:
             provider.start_pod(pod.uid)
-    if policy.name == "none":
+    if policy.name == TopologyManagerPolicy.NONE:
         exclusive = 0
         for container in pod.all_containers:
             exclusive += _allocate(providers, cpu, memory, pod, container, TopologyHint(None, False))
         return Admission(exclusive_requests=exclusive)
-    if scope == "container":
+    if scope == TopologyManagerScope.CONTAINER:
         hints: dict[str, TopologyHint] = {}
         exclusive = 0
         for container in pod.all_containers:

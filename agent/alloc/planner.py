@@ -1,7 +1,7 @@
 """The planner: admit and release pods, and say what every cgroup should hold.
 
 ``Planner`` is the pure core's whole API (style §1): it is built from a
-:class:`Topology`, an :class:`AgentConfig` and optionally a
+:class:`Topology`, a :class:`PlannerConfig` and optionally a
 :class:`NodeState` restored from a checkpoint; ``admit(pod)`` returns a
 :class:`Decision`, ``release(uid)`` frees a gone pod, ``snapshot()`` gives the
 current :class:`NodeState`, and ``plan(pods)`` the desired cgroup values.
@@ -22,13 +22,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from agent.alloc.admission import Providers, admit_pod
-from agent.alloc.cpumanager import CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
+from agent.alloc.cpumanager import CPUManagerPolicy, CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
 from agent.alloc.errors import AllocationError, CheckpointError, PlacementError, PlannerError
-from agent.alloc.memorymanager import MemoryState, NUMAMemory, StaticMemoryPolicy, default_machine_state
+from agent.alloc.memorymanager import (
+    MemoryManagerPolicy,
+    MemoryState,
+    NUMAMemory,
+    StaticMemoryPolicy,
+    default_machine_state,
+)
 from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan
+from agent.alloc.planner_config import PlannerConfig
 from agent.alloc.state import (
     NodeState,
     Observed,
@@ -38,13 +44,10 @@ from agent.alloc.state import (
     seed_observed,
     validate_node_state,
 )
-from agent.alloc.topologymanager import NUMAInfo, ids_of, make_policy
+from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.cpuset import CPUSet
 from agent.pods import PodView, container_exclusive_cpus
 from agent.topology.model import Topology
-
-if TYPE_CHECKING:
-    from agent.config import AgentConfig
 
 __all__ = ["Decision", "Planner"]
 
@@ -69,7 +72,7 @@ class Decision:
 class Planner:
     """Admits pods into a :class:`NodeState` and plans the cgroup values."""
 
-    def __init__(self, topology: Topology, config: AgentConfig, state: NodeState | None = None) -> None:
+    def __init__(self, topology: Topology, config: PlannerConfig, state: NodeState | None = None) -> None:
         """Build the policies for this machine and adopt ``state`` (validated) or start empty.
 
         Raises:
@@ -82,12 +85,14 @@ class Planner:
         options = config.cpu_policy_options
         self._cpu: StaticCPUPolicy | None = None
         reserved = CPUSet()
-        if config.cpu_manager_policy == "static":
+        if config.cpu_manager_policy == CPUManagerPolicy.STATIC:
             reserved = self._reservation(topology, config, state)
         numa_info = NUMAInfo.from_topology(topology)
-        if config.cpu_manager_policy == "static":
+        if config.cpu_manager_policy == CPUManagerPolicy.STATIC:
             self._cpu = StaticCPUPolicy(topology, options, reserved, numa_info)
-        self._memory = StaticMemoryPolicy(numa_info) if config.memory_manager_policy == "Static" else None
+        self._memory = (
+            StaticMemoryPolicy(numa_info) if config.memory_manager_policy == MemoryManagerPolicy.STATIC else None
+        )
         self._expected_memory: dict[int, NUMAMemory] | None = None
         if self._memory is not None:
             held = {e.numa_node: dict(e.limits) for e in config.reserved_memory}
@@ -102,10 +107,10 @@ class Planner:
 
     # -- construction --------------------------------------------------------------------
     @staticmethod
-    def _check_machine(topology: Topology, config: AgentConfig) -> None:
+    def _check_machine(topology: Topology, config: PlannerConfig) -> None:
         nodes = topology.memory_numa_ids
         limit = config.topology_policy_options.max_allowable_numa_nodes
-        if config.topology_manager_policy != "none" and len(nodes) > limit:
+        if config.topology_manager_policy != TopologyManagerPolicy.NONE and len(nodes) > limit:
             raise PlannerError(
                 f"topologyManagerPolicy: unsupported on machines with more than {limit} NUMA Nodes "
                 f"(this one has {len(nodes)}; raise topologyManagerPolicyOptions max-allowable-numa-nodes)"
@@ -127,7 +132,9 @@ class Planner:
             raise PlannerError(
                 f"reservedSystemCPUs: CPUs {unknown} are not online CPUs of this machine ({topology.online_cpus})"
             )
-        if config.cpu_manager_policy == "static" and config.num_reserved_cpus() >= len(topology.online_cpus):
+        if config.cpu_manager_policy == CPUManagerPolicy.STATIC and config.num_reserved_cpus() >= len(
+            topology.online_cpus
+        ):
             raise PlannerError(
                 f"kubeReserved/systemReserved: reserving {config.num_reserved_cpus()} CPUs leaves none of the "
                 f"{len(topology.online_cpus)} online CPUs for pods"
@@ -139,7 +146,7 @@ class Planner:
                 )
 
     @staticmethod
-    def _reservation(topology: Topology, config: AgentConfig, state: NodeState | None) -> CPUSet:
+    def _reservation(topology: Topology, config: PlannerConfig, state: NodeState | None) -> CPUSet:
         """The reserved CPUs: a restored state's own set while it still fits, else chosen afresh.
 
         Chosen by take-by-topology, the set depends on which CPUs are online; after
@@ -210,7 +217,11 @@ class Planner:
         if observed is not None and self._cpu is not None:
             cpu = self._state.cpu.copy()
             kept = seed_observed(
-                cpu, pod, observed, self._cpu.available(cpu), pod_scope=self.config.topology_manager_scope == "pod"
+                cpu,
+                pod,
+                observed,
+                self._cpu.available(cpu),
+                pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD,
             )
             if kept or pod.uid in cpu.pod_entries:
                 decision = self._admit(pod, cpu, kept=tuple(kept))

@@ -8,6 +8,7 @@ topology manager's hint types with the CPU manager but never imports the CPU
 manager. Nothing here does I/O.
 """
 
+from agent.alloc.memorymanager.policy import MemoryManagerPolicy
 from agent.alloc.memorymanager.policy_static import StaticMemoryPolicy, pod_requested_memory
 from agent.alloc.memorymanager.state import (
     Block,
@@ -22,6 +23,7 @@ from agent.alloc.memorymanager.state import (
 
 __all__ = [
     "Block",
+    "MemoryManagerPolicy",
     "MemoryState",
     "MemoryStateError",
     "MemoryTable",

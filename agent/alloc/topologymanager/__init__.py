@@ -42,20 +42,20 @@ from agent.alloc.topologymanager.options import (
     parse_topology_policy_options,
 )
 from agent.alloc.topologymanager.policy import (
-    POLICY_NAMES,
     BestEffortPolicy,
     NonePolicy,
     RestrictedPolicy,
     SingleNumaNodePolicy,
+    TopologyManagerPolicy,
     TopologyPolicy,
     TopologyPolicyError,
     make_policy,
 )
+from agent.alloc.topologymanager.scope import TopologyManagerScope
 
 __all__ = [
     "DEFAULT_MAX_ALLOWABLE_NUMA_NODES",
     "MAX_NUMA_ID",
-    "POLICY_NAMES",
     "SMALL_LATTICE_NODES",
     "TOPOLOGY_POLICY_OPTIONS",
     "BestEffortPolicy",
@@ -69,6 +69,8 @@ __all__ = [
     "RestrictedPolicy",
     "SingleNumaNodePolicy",
     "TopologyHint",
+    "TopologyManagerPolicy",
+    "TopologyManagerScope",
     "TopologyPolicy",
     "TopologyPolicyError",
     "TopologyPolicyOptions",

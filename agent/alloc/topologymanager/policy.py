@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import ClassVar, Protocol
 
 from agent.alloc.topologymanager.hint import TopologyHint
@@ -24,26 +25,24 @@ from agent.alloc.topologymanager.merge import LatticeMerger
 from agent.alloc.topologymanager.numa_info import NUMAInfo
 
 __all__ = [
-    "POLICY_BEST_EFFORT",
-    "POLICY_NAMES",
-    "POLICY_NONE",
-    "POLICY_RESTRICTED",
-    "POLICY_SINGLE_NUMA_NODE",
     "BestEffortPolicy",
     "NonePolicy",
     "RestrictedPolicy",
     "SingleNumaNodePolicy",
+    "TopologyManagerPolicy",
     "TopologyPolicy",
     "TopologyPolicyError",
     "make_policy",
 ]
 
-POLICY_NONE = "none"
-POLICY_BEST_EFFORT = "best-effort"
-POLICY_RESTRICTED = "restricted"
-POLICY_SINGLE_NUMA_NODE = "single-numa-node"
-#: The names :func:`make_policy` accepts (``topologyManagerPolicy``).
-POLICY_NAMES = (POLICY_NONE, POLICY_BEST_EFFORT, POLICY_RESTRICTED, POLICY_SINGLE_NUMA_NODE)
+
+class TopologyManagerPolicy(StrEnum):
+    """``topologyManagerPolicy``: the names :func:`make_policy` accepts."""
+
+    NONE = "none"
+    BEST_EFFORT = "best-effort"
+    RESTRICTED = "restricted"
+    SINGLE_NUMA_NODE = "single-numa-node"
 
 
 class TopologyPolicyError(ValueError):
@@ -54,7 +53,7 @@ class TopologyPolicy(Protocol):
     """What the scopes need from a topology manager policy."""
 
     @property
-    def name(self) -> str:
+    def name(self) -> TopologyManagerPolicy:
         """The configured name (``topologyManagerPolicy``)."""
         ...
 
@@ -72,7 +71,7 @@ class TopologyPolicy(Protocol):
 class NonePolicy:
     """``none``: no alignment; every pod is admitted with a nil affinity."""
 
-    name: ClassVar[str] = POLICY_NONE
+    name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.NONE
     alignment_guaranteed: ClassVar[bool] = False
 
     def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
@@ -84,7 +83,7 @@ class NonePolicy:
 class _MergingPolicy:
     """A policy that merges the hints; subclasses decide admission."""
 
-    name: ClassVar[str]
+    name: ClassVar[TopologyManagerPolicy]
     alignment_guaranteed: ClassVar[bool] = False
 
     numa_info: NUMAInfo
@@ -92,7 +91,7 @@ class _MergingPolicy:
     _merger: LatticeMerger = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        closest = self.prefer_closest and self.name != POLICY_SINGLE_NUMA_NODE
+        closest = self.prefer_closest and self.name != TopologyManagerPolicy.SINGLE_NUMA_NODE
         object.__setattr__(self, "_merger", LatticeMerger(self.numa_info, closest=closest))
 
     def _best(self, providers: Sequence[CompactProviderHints]) -> TopologyHint:
@@ -103,7 +102,7 @@ class _MergingPolicy:
 class BestEffortPolicy(_MergingPolicy):
     """``best-effort``: store the best hint, preferred or not; always admit."""
 
-    name: ClassVar[str] = POLICY_BEST_EFFORT
+    name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.BEST_EFFORT
 
     def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
         """The best hint and ``True``."""
@@ -114,7 +113,7 @@ class BestEffortPolicy(_MergingPolicy):
 class RestrictedPolicy(_MergingPolicy):
     """``restricted``: admit only when the best hint is preferred."""
 
-    name: ClassVar[str] = POLICY_RESTRICTED
+    name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.RESTRICTED
 
     def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
         """The best hint, admitted iff it is preferred."""
@@ -131,7 +130,7 @@ class SingleNumaNodePolicy(_MergingPolicy):
     which only the all-nil permutation produces, as nil.
     """
 
-    name: ClassVar[str] = POLICY_SINGLE_NUMA_NODE
+    name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.SINGLE_NUMA_NODE
     alignment_guaranteed: ClassVar[bool] = True
 
     def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
@@ -147,24 +146,19 @@ def make_policy(name: str, numa_info: NUMAInfo, *, prefer_closest: bool = False)
     """The policy named ``name`` for a machine's NUMA nodes.
 
     Args:
-        name: ``topologyManagerPolicy``: one of :data:`POLICY_NAMES`.
+        name: ``topologyManagerPolicy``: a :class:`TopologyManagerPolicy` (or its value).
         numa_info: the machine's NUMA node ids and distances.
         prefer_closest: the ``prefer-closest-numa-nodes`` policy option.
 
     Raises:
         TopologyPolicyError: unknown name, or ``prefer_closest`` without NUMA distances.
     """
-    if name == POLICY_NONE:
+    if name == TopologyManagerPolicy.NONE:
         return NonePolicy()
-    policies: dict[str, Callable[[NUMAInfo, bool], TopologyPolicy]] = {
-        POLICY_BEST_EFFORT: BestEffortPolicy,
-        POLICY_RESTRICTED: RestrictedPolicy,
-        POLICY_SINGLE_NUMA_NODE: SingleNumaNodePolicy,
-    }
-    policy = policies.get(name)
+    policy = _MERGING_POLICIES.get(name)
     if policy is None:
         raise TopologyPolicyError(
-            f"unknown topology manager policy {name!r}: expected one of {', '.join(POLICY_NAMES)}"
+            f"unknown topology manager policy {name!r}: expected one of {', '.join(TopologyManagerPolicy)}"
         )
     if prefer_closest and not numa_info.has_distances:
         raise TopologyPolicyError(
@@ -172,3 +166,11 @@ def make_policy(name: str, numa_info: NUMAInfo, *, prefer_closest: bool = False)
             f"and NUMA nodes {list(numa_info.nodes)} have none"
         )
     return policy(numa_info, prefer_closest)
+
+
+#: The policies that merge hints, by name (a plain string finds its member: ``StrEnum`` hashes as its value).
+_MERGING_POLICIES: dict[str, Callable[[NUMAInfo, bool], TopologyPolicy]] = {
+    TopologyManagerPolicy.BEST_EFFORT: BestEffortPolicy,
+    TopologyManagerPolicy.RESTRICTED: RestrictedPolicy,
+    TopologyManagerPolicy.SINGLE_NUMA_NODE: SingleNumaNodePolicy,
+}
