@@ -57,6 +57,11 @@ class TestDefaults:
         """ceil(kube + system reserved cpu), or the size of reservedSystemCPUs which overrides them."""
         assert reserved == config_from_mapping(data, env={}).planner.num_reserved_cpus()
 
+    def test_max_allowable_numa_nodes_reads_like_go_atoi(self) -> None:
+        """A leading plus sign is accepted, as Go's strconv.Atoi accepts it."""
+        options = cfg(topologyManagerPolicyOptions={"max-allowable-numa-nodes": "+16"}).planner.topology_policy_options
+        assert 16 == options.max_allowable_numa_nodes
+
     def test_policy_options_parsed_once(self) -> None:
         """cpuManagerPolicyOptions become typed booleans."""
         config = cfg(cpuManagerPolicyOptions={"full-pcpus-only": "true", "strict-cpu-reservation": "false"})
@@ -101,6 +106,16 @@ class TestDefaults:
         (
             {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}},
             "topologyManagerPolicyOptions: the minimum value of max-allowable-numa-nodes should not be less than 8, value: 4",
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "--9"}},
+            'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: parsing "--9": '
+            "invalid syntax",
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "\u0661\u0666"}},
+            'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: parsing '
+            '"\u0661\u0666": invalid syntax',
         ),
         (
             {"topologyManagerPolicyOptions": {"prefer-closest": "true"}},

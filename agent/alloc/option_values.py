@@ -10,12 +10,16 @@ manager it belongs to. YAML booleans and integers are accepted as well.
 
 from __future__ import annotations
 
+import re
+
 from agent.alloc.errors import OptionsError
 
 __all__ = ["parse_bool_option", "parse_int_option"]
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+#: What Go's ``strconv.Atoi`` accepts: an optional sign and ASCII decimal digits.
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
 
 
 def parse_bool_option(name: str, value: object) -> bool:
@@ -38,9 +42,9 @@ def parse_int_option(name: str, value: object) -> int:
     """Go's ``strconv.Atoi`` on the value's text (a YAML integer is accepted, a boolean is not).
 
     Raises:
-        OptionsError: ``value`` is not a decimal integer; the message names the option.
+        OptionsError: ``value`` is not an optionally signed run of ASCII digits; the message names the option.
     """
     text = str(value)
-    if isinstance(value, bool) or not text.lstrip("-").isdigit():
+    if isinstance(value, bool) or not _DECIMAL.fullmatch(text):
         raise OptionsError(f'bad value for option "{name}": strconv.Atoi: parsing "{text}": invalid syntax')
     return int(text)
