@@ -45,6 +45,7 @@ from agent.alloc import (
     parse_cpu_policy_options,
     parse_topology_policy_options,
 )
+from agent.cgroups.watch import WatchMode
 from agent.cpuset import CPUSet, CPUSetError
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
 
@@ -78,7 +79,7 @@ class AgentConfig:
     metrics_bind_address: str
     log_level: str
     log_format: str
-    cgroup_watch: str
+    cgroup_watch: WatchMode
 
 
 Parser = Callable[[str, Any], Any]
@@ -391,7 +392,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     _key(
         "cgroupWatch",
         "cgroup_watch",
-        _choice(("auto", "inotify", "poll", "off")),
+        _choice(WatchMode),
         "auto",
         "how new cgroups are noticed: inotify, poll, auto (inotify, else polling) or off (only the resync)",
     ),

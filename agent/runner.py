@@ -32,7 +32,7 @@ from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpo
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS, FileOps
 from agent.cgroups.layout import CgroupLayout, detect_layout
-from agent.cgroups.watch import CgroupWatcher, WatchEvent
+from agent.cgroups.watch import CgroupWatcher, WatchEvent, WatchMode
 from agent.config import AgentConfig, ConfigError, load_config
 from agent.cpuset import CPUSet, CPUSetError
 from agent.kube.client import KubeConfigError, load_api
@@ -139,8 +139,8 @@ class Agent:
             rebuild=rebuild,
         )
         self.source = self._source(api)
-        watch_mode = "auto" if self.config.cgroup_watch == "off" else self.config.cgroup_watch
-        self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)  # type: ignore[arg-type]
+        watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
+        self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
         try:
             self.server = AgentServer(
                 self.config.metrics_bind_address,
@@ -283,14 +283,14 @@ class Agent:
         except BindError as err:
             raise AgentError(str(err)) from err
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
-        if not self.options.once and self.config.cgroup_watch != "off":
+        if not self.options.once and self.config.cgroup_watch != WatchMode.OFF:
             self.watcher.start()
         self.log.info(
             "agent.started",
             dry_run=self.config.dry_run,
             cgroup_root=str(self.config.cgroup_root),
             driver=str(self.layout.driver),
-            watcher=self.watcher.mode if self.config.cgroup_watch != "off" else "off",
+            watcher=self.watcher.mode if self.config.cgroup_watch != WatchMode.OFF else WatchMode.OFF,
             online=str(self.topology.online_cpus),
             metrics=self.metrics_address,
             once=self.options.once,

@@ -122,7 +122,7 @@ def _expected(node: AgentNode, plan: dict[str, Any], before: dict[str, str]) -> 
     for pod in plan["pods"]:
         raw = by_name[pod["name"]]
         containers = pod["containers"]
-        managed = any(c["pool"] in ("exclusive", "pod-shared") for c in containers)
+        managed = any(c["pool"] in ("exclusive", "pod_shared") for c in containers)
         cgroup = node.pod_cgroup(raw)
         if not managed:
             if pod["qos"] == "Guaranteed":
@@ -168,13 +168,13 @@ def test_plan_covers_every_kind_of_pod(tmp_path: Path) -> None:
         p["name"]: (p["admitted"], p["reason"], sorted({c["pool"] for c in p["containers"]})) for p in plan["pods"]
     }
     assert {
-        "db": (True, None, ["exclusive", "pod-shared"]),
-        "trader": (True, None, ["exclusive", "node-shared"]),
-        "loader": (True, None, ["exclusive", "pod-shared"]),
-        "web": (True, None, ["node-shared"]),
-        "batch": (True, None, ["node-shared"]),
-        "frac": (True, None, ["node-shared"]),
-        "huge": (False, "UnexpectedAdmissionError", ["node-shared"]),
+        "db": (True, None, ["exclusive", "pod_shared"]),
+        "trader": (True, None, ["exclusive", "node_shared"]),
+        "loader": (True, None, ["exclusive", "pod_shared"]),
+        "web": (True, None, ["node_shared"]),
+        "batch": (True, None, ["node_shared"]),
+        "frac": (True, None, ["node_shared"]),
+        "huge": (False, "UnexpectedAdmissionError", ["node_shared"]),
         "pending": (True, None, ["exclusive"]),
     } == summary
 
@@ -189,7 +189,7 @@ def test_once_logs_one_line_per_decision(tmp_path: Path) -> None:
     assert (
         0,
         ["batch", "db", "frac", "loader", "pending", "trader", "web"],
-        [("huge", "UnexpectedAdmissionError", "node-shared")],
+        [("huge", "UnexpectedAdmissionError", "node_shared")],
         1,
     ) == (result.returncode, admitted, rejected, len(lines(logs, "agent.stopped")))
 

@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups.layout import QOSClass, Runtime, detect_layout
+from agent.cgroups.layout import Runtime, detect_layout
+from agent.pods import QOSClass
 from agent.cgroups.watch import (
     CgroupRemoved,
     CgroupWatcher,
     ContainerCgroupAppeared,
     PodCgroupAppeared,
     WatchEvent,
+    WatchMode,
 )
 from cgroupfs_builder import FixtureTree, build_tree, container_hex, pod_uid
 
@@ -281,7 +283,7 @@ class TestPolling:
         tree = build_tree(tmp_path, driver=driver)
         first = pod_event(tree, 1, "Guaranteed")
         tree.add_pod(first.uid)
-        with watching(tree, events, mode="poll", poll_interval=0.02) as watcher:
+        with watching(tree, events, mode=WatchMode.POLL, poll_interval=0.02) as watcher:
             assert ("poll", None, [first]) == (watcher.mode, watcher.fallback_reason, events.take(1))
             _exercise(tree, events)
 
@@ -303,7 +305,7 @@ class TestPolling:
         def missing() -> FakeINotify:
             raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
-        watcher = CgroupWatcher(detect_layout(tree.root), events, mode="inotify", inotify_factory=missing)
+        watcher = CgroupWatcher(detect_layout(tree.root), events, mode=WatchMode.INOTIFY, inotify_factory=missing)
         with pytest.raises(OSError) as caught:
             watcher.start()
         assert errno.EMFILE == caught.value.errno

@@ -248,10 +248,10 @@ class TestDecisionFields:
         assert expected == decision_fields(kep, kep.container("c1"), node="worker-1")
 
     def test_pod_shared_container_line(self) -> None:
-        """A pod-shared container names the pod pool and leaves cpu.max alone (None)."""
+        """A pod shared container names the pod pool and leaves cpu.max alone (None)."""
         kep = planned_pods()[0]
         actual = decision_fields(kep, kep.container("c2"), node="worker-1")
-        assert ("pod-shared", "4-5", [0], None) == (actual["pool"], actual["cpus"], actual["numa"], actual["cpu_max"])
+        assert ("pod_shared", "4-5", [0], None) == (actual["pool"], actual["cpus"], actual["numa"], actual["cpu_max"])
 
     def test_pod_line(self) -> None:
         """The pod's own line: no container, pool "bubble", the pod cgroup's CPUs and cpu.max."""
@@ -284,7 +284,7 @@ class TestDecisionFields:
             container_line["cpus"],
             container_line["numa"],
         )
-        assert ("TopologyAffinityError", None, "0,6-15", "node-shared", "0,6-15", [0, 1]) == actual
+        assert ("TopologyAffinityError", None, "0,6-15", "node_shared", "0,6-15", [0, 1]) == actual
 
     def test_every_line_has_the_same_keys(self) -> None:
         """Pod and container lines name exactly DECISION_KEYS, in that order."""
@@ -318,7 +318,7 @@ class TestDecisionFields:
         kep = planned_pods()[0]
         structlog.get_logger().info("pod.admitted", **decision_fields(kep, kep.container("c2"), node="n"))
         [record] = json_lines(out)
-        assert ([0], None, "pod-shared") == (record["numa"], record["cpu_max"], record["pool"])
+        assert ([0], None, "pod_shared") == (record["numa"], record["cpu_max"], record["pool"])
 
 
 def test_event_names() -> None:

@@ -82,7 +82,7 @@ def node_snapshot() -> Snapshot:
     return snapshot_of(
         new_planner(),
         [kep(), guaranteed(), burstable(), no_room()],
-        usage={("pod-shared", "default", "kep"): 12.5, ("node-shared", "default", "web"): 3.25},
+        usage={("pod_shared", "default", "kep"): 12.5, ("node_shared", "default", "web"): 3.25},
     )
 
 
@@ -178,10 +178,10 @@ class TestStateMetrics:
         registry = AgentMetrics(node_snapshot).registry
         actual = [
             registry.get_sample_value(
-                "podpin_pool_cpu_usage_seconds_total", {"pool": "pod-shared", "namespace": "default", "pod": "kep"}
+                "podpin_pool_cpu_usage_seconds_total", {"pool": "pod_shared", "namespace": "default", "pod": "kep"}
             ),
             registry.get_sample_value(
-                "podpin_pool_cpu_usage_seconds_total", {"pool": "node-shared", "namespace": "default", "pod": "web"}
+                "podpin_pool_cpu_usage_seconds_total", {"pool": "node_shared", "namespace": "default", "pod": "web"}
             ),
         ]
         text = generate_latest(registry).decode()
@@ -190,7 +190,7 @@ class TestStateMetrics:
     def test_nothing_carries_over_between_scrapes(self) -> None:
         """After kep is released its series are gone and the pools grow back, with no reset by anyone."""
         planner = new_planner()
-        current = [snapshot_of(planner, [kep(), guaranteed()], usage={("pod-shared", "default", "kep"): 1.0})]
+        current = [snapshot_of(planner, [kep(), guaranteed()], usage={("pod_shared", "default", "kep"): 1.0})]
         registry = AgentMetrics(lambda: current[0]).registry
         before = (
             registry.get_sample_value("podpin_pod_shared_pool_cpus", {"namespace": "default", "pod": "kep"}),
@@ -202,7 +202,7 @@ class TestStateMetrics:
             registry.get_sample_value("podpin_pod_shared_pool_cpus", {"namespace": "default", "pod": "kep"}),
             registry.get_sample_value("podpin_exclusive_cpu_allocation_count"),
             registry.get_sample_value(
-                "podpin_pool_cpu_usage_seconds_total", {"pool": "pod-shared", "namespace": "default", "pod": "kep"}
+                "podpin_pool_cpu_usage_seconds_total", {"pool": "pod_shared", "namespace": "default", "pod": "kep"}
             ),
             registry.get_sample_value("podpin_shared_pool_size_millicores"),
         )

@@ -46,8 +46,8 @@ def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
             "mems": None,
             "cpu_max": "max 100000",
         },
-        {"name": "envoy", "kind": "app", "pool": "pod-shared", "cpus": "3,19", "mems": None, "cpu_max": None},
-        {"name": "log-collector", "kind": "app", "pool": "pod-shared", "cpus": "3,19", "mems": None, "cpu_max": None},
+        {"name": "envoy", "kind": "app", "pool": "pod_shared", "cpus": "3,19", "mems": None, "cpu_max": None},
+        {"name": "log-collector", "kind": "app", "pool": "pod_shared", "cpus": "3,19", "mems": None, "cpu_max": None},
     ] == pod["containers"]
 
 

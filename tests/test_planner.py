@@ -51,8 +51,8 @@ class TestKEPWorkedExamples:
         plan = p.plan([kep_pod_one_exclusive()]).pods[0]
         assert CPUSet.parse("1-5") == plan.bubble
         assert ("exclusive", CPUSet.parse("1-3")) == (plan.container("c1").pool, plan.container("c1").cpus)
-        assert ("pod-shared", CPUSet.parse("4-5")) == (plan.container("c2").pool, plan.container("c2").cpus)
-        assert ("pod-shared", CPUSet.parse("4-5")) == (plan.container("c3").pool, plan.container("c3").cpus)
+        assert ("pod_shared", CPUSet.parse("4-5")) == (plan.container("c2").pool, plan.container("c2").cpus)
+        assert ("pod_shared", CPUSet.parse("4-5")) == (plan.container("c3").pool, plan.container("c3").cpus)
 
     def test_no_shared_room_single_numa_node_is_topology_affinity_error(self) -> None:
         """Under single-numa-node the pod-scope merge fails first: TopologyAffinityError, pod-level message."""
@@ -104,22 +104,22 @@ class TestAdmission:
         assert before is p.snapshot()
 
     def test_container_scope_puts_shared_containers_in_node_pool(self) -> None:
-        """Container scope: eligible containers exclusive from the node, the rest node-shared."""
+        """Container scope: eligible containers exclusive from the node, the rest in the node shared pool."""
         p = planner(topologyManagerScope="container")
         p.admit(kep_pod_one_exclusive())
         plan = p.plan([kep_pod_one_exclusive()]).pods[0]
         assert None is plan.bubble
-        assert ["exclusive", "node-shared", "node-shared"] == [c.pool for c in plan.containers]
+        assert ["exclusive", "node_shared", "node_shared"] == [c.pool for c in plan.containers]
         assert CPUSet.parse("0,4-15") == plan.container("c2").cpus
 
     def test_classic_guaranteed_pod(self) -> None:
-        """A classic Guaranteed pod: integer containers exclusive, the fractional one node-shared."""
+        """A classic Guaranteed pod: integer containers exclusive, the fractional one in the node shared pool."""
         p = planner()
         classic = pod("classic", containers=[("db", "2", "2", "1Gi", "1Gi"), ("proxy", "500m", "500m", "1Gi", "1Gi")])
         assert p.admit(classic).admitted
         plan = p.plan([classic]).pods[0]
         assert ("exclusive", CPUSet.parse("1-2")) == (plan.container("db").pool, plan.container("db").cpus)
-        assert "node-shared" == plan.container("proxy").pool
+        assert "node_shared" == plan.container("proxy").pool
 
     def test_not_enough_cpus_is_unexpected_admission_error(self) -> None:
         """An allocation that cannot fit is reported as the kubelet reports it.
@@ -157,7 +157,7 @@ class TestAdmission:
         assert p.admit(sidecar_pod).admitted
         plan = p.plan([sidecar_pod]).pods[0]
         mesh, app, log = plan.container("mesh"), plan.container("app"), plan.container("log")
-        assert ("exclusive", "exclusive", "pod-shared") == (mesh.pool, app.pool, log.pool)
+        assert ("exclusive", "exclusive", "pod_shared") == (mesh.pool, app.pool, log.pool)
         assert mesh.cpus.is_disjoint(app.cpus) and mesh.cpus.is_disjoint(log.cpus) and app.cpus.is_disjoint(log.cpus)
         assert plan.bubble == mesh.cpus | app.cpus | log.cpus
 

@@ -111,9 +111,9 @@ def test_random_sequences_keep_invariants(
                 if c.pool == "exclusive" and c.kind != "init":
                     for cpu in c.cpus:
                         assert exclusive.setdefault(cpu, pod_plan.uid + c.name) == pod_plan.uid + c.name
-                if c.pool == "pod-shared":
+                if c.pool == "pod_shared":
                     assert pod_plan.bubble is not None and c.cpus <= pod_plan.bubble
-                if c.pool == "node-shared":
+                if c.pool == "node_shared":
                     assert plan.shared_pool == c.cpus
     for pod in pods.values():
         planner.release(pod.uid)

@@ -116,7 +116,7 @@ def test_classic_vector_pods(case: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", [c for c in _vector_pods(pod_level=True) if c.values[0]["expect_error"] is None])
 def test_pod_level_vector_pods(case: dict[str, Any]) -> None:
-    """AllocatePod vectors: exclusive vs pod-shared counts and the bubble size agree with eligibility."""
+    """AllocatePod vectors: exclusive vs pod shared counts and the bubble size agree with eligibility."""
     pod = pod_from_dict(from_vector(case["pod"]))
     exclusive = sum(1 for c in pod.all_containers if container_exclusive_cpus(pod, c) > 0)
     assigned = set().union(*(vectors.cpuset(s) for s in case["expect_assignments"][case["pod"]["uid"]].values()))

@@ -27,7 +27,7 @@ from agent.alloc.errors import (
     UnexpectedAdmissionError,
 )
 from agent.alloc.memorymanager import MemoryManagerPolicy
-from agent.alloc.plan import KINDS, POOLS, ContainerPlan, DesiredValues, Plan, PodPlan
+from agent.alloc.plan import AssignmentType, ContainerPlan, DesiredValues, Plan, PodPlan, Pool, assignment_type
 from agent.alloc.planner import Decision, Planner
 from agent.alloc.planner_config import PlannerConfig, ReservedMemory
 from agent.alloc.state import (
@@ -49,10 +49,9 @@ from agent.alloc.topologymanager import (
 __all__ = [
     "CHECKPOINT_VERSION",
     "CPU_POLICY_OPTIONS",
-    "KINDS",
-    "POOLS",
     "TOPOLOGY_POLICY_OPTIONS",
     "AllocationError",
+    "AssignmentType",
     "CPUManagerPolicy",
     "CPUPolicyOptions",
     "CheckpointError",
@@ -71,6 +70,7 @@ __all__ = [
     "PlannerError",
     "PodPlan",
     "PodRecord",
+    "Pool",
     "ReservedMemory",
     "SMTAlignmentError",
     "TopologyAffinityError",
@@ -78,6 +78,7 @@ __all__ = [
     "TopologyManagerScope",
     "TopologyPolicyOptions",
     "UnexpectedAdmissionError",
+    "assignment_type",
     "parse_cpu_policy_options",
     "parse_topology_policy_options",
     "state_from_checkpoint",

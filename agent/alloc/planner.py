@@ -33,7 +33,7 @@ from agent.alloc.memorymanager import (
     StaticMemoryPolicy,
     default_machine_state,
 )
-from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan
+from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan, Pool
 from agent.alloc.planner_config import PlannerConfig
 from agent.alloc.state import (
     NodeState,
@@ -46,7 +46,7 @@ from agent.alloc.state import (
 )
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.cpuset import CPUSet
-from agent.pods import PodView, container_exclusive_cpus
+from agent.pods import ContainerKind, PodView, QOSClass, container_exclusive_cpus
 from agent.topology.model import Topology
 
 __all__ = ["Decision", "Planner"]
@@ -366,13 +366,13 @@ class Planner:
         for container in pod.all_containers:
             cpus = assignments.get(container.name)
             if cpus is None:
-                pool = "node-shared"
+                pool = Pool.NODE_SHARED
                 cpus = shared
             elif bubble is not None and container_exclusive_cpus(pod, container) == 0:
-                pool = "pod-shared"
+                pool = Pool.POD_SHARED
             else:
-                pool = "exclusive"
-            any_exclusive = any_exclusive or pool == "exclusive"
+                pool = Pool.EXCLUSIVE
+            any_exclusive = any_exclusive or pool == Pool.EXCLUSIVE
             container_mems = self._mems(pod.uid, container.name)
             union = union | cpus
             mems = mems | (container_mems or CPUSet())
@@ -380,7 +380,7 @@ class Planner:
                 DesiredValues(
                     cpuset_cpus=cpus,
                     cpuset_mems=container_mems,
-                    cpu_max=period if pool == "exclusive" else None,
+                    cpu_max=period if pool == Pool.EXCLUSIVE else None,
                 )
                 if managed
                 else DesiredValues()
@@ -400,12 +400,14 @@ class Planner:
         if managed:
             interim = shared
             if bubble is not None:
-                slices = CPUSet().union(*(c.cpus for c in containers if c.pool == "exclusive" and c.kind != "init"))
+                slices = CPUSet().union(
+                    *(c.cpus for c in containers if c.pool == Pool.EXCLUSIVE and c.kind != ContainerKind.INIT)
+                )
                 interim = (bubble - slices) or shared
             pod_desired = DesiredValues(
                 cpuset_cpus=union | interim, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None
             )
-        elif pod.qos == "Guaranteed":
+        elif pod.qos == QOSClass.GUARANTEED:
             pod_desired = DesiredValues(cpuset_cpus=shared)
         else:
             pod_desired = DesiredValues()

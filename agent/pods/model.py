@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from agent.pods.errors import PodSpecError
-from agent.pods.qos import QOS_CLASSES, QOSClass, pod_qos
+from agent.pods.qos import QOSClass, pod_qos
 from agent.pods.resources import (
     ContainerKind,
     ContainerResources,
@@ -213,9 +213,9 @@ def _read_container(raw: object, key: str, index: int) -> _Container:
     item = _entry(raw, path)
     name = _required_string(item, "name", path)
     restart_policy = _string(item, "restartPolicy", path)
-    kind: ContainerKind = "app"
+    kind: ContainerKind = ContainerKind.APP
     if key == "initContainers":
-        kind = "sidecar" if restart_policy == "Always" else "init"
+        kind = ContainerKind.SIDECAR if restart_policy == "Always" else ContainerKind.INIT
     resources = _read_resources(item.get("resources"), f"{path}.resources")
     spec = ContainerResources(path=path, kind=kind, resources=resources.with_container_defaults())
     return _Container(name=name, index=index, spec=spec)
@@ -259,10 +259,9 @@ def _read_qos(status: Mapping[str, Any]) -> QOSClass | None:
     value = _string(status, "qosClass", "status")
     if value is None:
         return None
-    for known in QOS_CLASSES:
-        if value == known:
-            return known
-    expected = ", ".join(repr(q) for q in QOS_CLASSES)
+    if value in tuple(QOSClass):
+        return QOSClass(value)
+    expected = ", ".join(repr(q.value) for q in sorted(QOSClass))
     raise PodSpecError.shape("status.qosClass", value, f"unknown QoS class {value!r}, expected one of {expected}")
 
 
@@ -348,6 +347,6 @@ def effective_requests(pod: PodView) -> Resources:
     return frozen_resources(
         aggregate(
             (c.resources.requests for c in pod.containers),
-            ((c.kind == "sidecar", c.resources.requests) for c in pod.init_containers),
+            ((c.kind == ContainerKind.SIDECAR, c.resources.requests) for c in pod.init_containers),
         )
     )

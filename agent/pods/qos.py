@@ -22,17 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Literal
+from enum import StrEnum
 
 from agent.pods.resources import Amount, ExactResources
 
-__all__ = ["QOSClass", "QOS_CLASSES", "compute_qos", "pod_qos"]
+__all__ = ["QOSClass", "compute_qos", "pod_qos"]
 
-QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
-"""A pod QoS class, spelled as in ``status.qosClass``."""
 
-QOS_CLASSES: tuple[QOSClass, ...] = ("BestEffort", "Burstable", "Guaranteed")
-"""The valid values of ``status.qosClass``, sorted."""
+class QOSClass(StrEnum):
+    """A pod QoS class, spelled as in ``status.qosClass`` (the cgroup layout names its levels after it too)."""
+
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BESTEFFORT = "BestEffort"
+
 
 _COMPUTE = ("cpu", "memory")
 
@@ -66,10 +69,10 @@ def compute_qos(*, pod_level: ExactResources | None, containers: Iterable[ExactR
         if set(found) != set(_COMPUTE) and (pod_level is None or resources.limits):
             guaranteed = False
     if not requests and not limits:
-        return "BestEffort"
+        return QOSClass.BESTEFFORT
     if guaranteed and requests.keys() == limits.keys() and all(limits[n] == v for n, v in requests.items()):
-        return "Guaranteed"
-    return "Burstable"
+        return QOSClass.GUARANTEED
+    return QOSClass.BURSTABLE
 
 
 def pod_qos(

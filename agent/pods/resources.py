@@ -43,6 +43,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Literal, TypeVar
@@ -73,8 +74,18 @@ __all__ = [
 Resources = Mapping[str, int]
 """Resource name -> amount: ``cpu`` in millicores, ``memory``/``hugepages-*`` in bytes, others as ``Value()``."""
 
-ContainerKind = Literal["init", "sidecar", "app"]
-"""``sidecar`` is an init container with ``restartPolicy: Always``."""
+
+class ContainerKind(StrEnum):
+    """What a container is to its pod: a regular init container, a sidecar, or an app container.
+
+    ``sidecar`` is an init container with ``restartPolicy: Always`` (KEP-753):
+    it starts in init order and keeps running beside the app containers.
+    """
+
+    INIT = "init"
+    SIDECAR = "sidecar"
+    APP = "app"
+
 
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
 """The three ``resource.Format`` values; they decide how a quantity prints."""
@@ -328,8 +339,8 @@ def _aggregate_of(containers: Iterable[ContainerResources], *, limits: bool) -> 
         return c.resources.limits if limits else c.resources.requests
 
     return aggregate(
-        (pick(c) for c in listed if c.kind == "app"),
-        ((c.kind == "sidecar", pick(c)) for c in listed if c.kind != "app"),
+        (pick(c) for c in listed if c.kind == ContainerKind.APP),
+        ((c.kind == ContainerKind.SIDECAR, pick(c)) for c in listed if c.kind != ContainerKind.APP),
     )
 
 

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from agent.alloc import Decision, PodPlan, PodRecord
+from agent.alloc import Decision, PodPlan, PodRecord, Pool
+from agent.pods import ContainerKind
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
@@ -50,14 +51,14 @@ def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
 def pinned_summary(pod: PodPlan) -> str:
     """One line for the ``Pinned`` Event: each exclusive slice, the pod pool and who shares it."""
     parts = []
-    shared = [c.name for c in pod.containers if c.pool == "pod-shared"]
+    shared = [c.name for c in pod.containers if c.pool == Pool.POD_SHARED]
     for c in pod.containers:
-        if c.pool == "exclusive" and c.kind != "init":
+        if c.pool == Pool.EXCLUSIVE and c.kind != ContainerKind.INIT:
             parts.append(f"{c.name}: CPUs {c.cpus} exclusive (NUMA {','.join(map(str, c.numa))})")
     if shared:
-        pool = next(c.cpus for c in pod.containers if c.pool == "pod-shared")
+        pool = next(c.cpus for c in pod.containers if c.pool == Pool.POD_SHARED)
         parts.append(f"{', '.join(shared)}: pod shared pool {pool}")
-    node = [c.name for c in pod.containers if c.pool == "node-shared"]
+    node = [c.name for c in pod.containers if c.pool == Pool.NODE_SHARED]
     if node:
         parts.append(f"{', '.join(node)}: node shared pool")
     return "; ".join(parts) or "no exclusive CPUs"
@@ -110,7 +111,7 @@ class Reporter:
             uid=decision.uid,
             reason=decision.reason,
             message=decision.message,
-            pool="node-shared",
+            pool=Pool.NODE_SHARED,
         )
         self._warn_once(_ref(decision), decision.reason or "UnexpectedAdmissionError", decision.message or "")
 

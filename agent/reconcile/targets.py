@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.alloc import DesiredValues, Plan, PodPlan
+from agent.pods import QOSClass
 from agent.cgroups.fs import CgroupValues
-from agent.cgroups.layout import CgroupLayout, ContainerID, QOSClass, ScannedPod
+from agent.cgroups.layout import CgroupLayout, ContainerID, ScannedPod
 from agent.cgroups.errors import CgroupPathError
 
 __all__ = ["Target", "plan_targets", "pod_targets", "runtime_id", "values_of"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.alloc import Plan, PodPlan
+from agent.alloc import Plan, PodPlan, Pool
+from agent.pods import ContainerKind
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
@@ -66,11 +67,13 @@ def owner_tags(plan: Plan) -> list[_Owner]:
         pool_cpus = CPUSet()
         pool_users: list[str] = []
         for c in pod.containers:
-            if c.pool == "exclusive":
+            if c.pool == Pool.EXCLUSIVE:
                 exclusive += 1
-                what = f"{pod.namespace}/{pod.name}/{c.name}" + (" (init container)" if c.kind == "init" else "")
-                owners.append(_Owner(f"E{exclusive}", what, c.cpus, c.kind == "init"))
-            elif c.pool == "pod-shared":
+                what = f"{pod.namespace}/{pod.name}/{c.name}" + (
+                    " (init container)" if c.kind == ContainerKind.INIT else ""
+                )
+                owners.append(_Owner(f"E{exclusive}", what, c.cpus, c.kind == ContainerKind.INIT))
+            elif c.pool == Pool.POD_SHARED:
                 pool_cpus = pool_cpus | c.cpus
                 pool_users.append(c.name)
         if pool_users:

@@ -27,7 +27,7 @@ from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError, SMTAlig
 from agent.alloc.pod_budget import validate_pod_budget
 from agent.alloc.topologymanager import CompactProviderHints, HintList, NUMAInfo, TopologyHint
 from agent.cpuset import CPUSet
-from agent.pods import ContainerView, PodView, container_exclusive_cpus, pod_level_cpus
+from agent.pods import ContainerKind, ContainerView, PodView, container_exclusive_cpus, pod_level_cpus
 from agent.topology.model import Topology
 
 __all__ = ["StaticCPUPolicy", "PodCPUAllocation", "reserved_cpus_for"]
@@ -146,7 +146,7 @@ class StaticCPUPolicy:
             if "cpu" not in container.resources.requests:
                 continue
             cpus = container_exclusive_cpus(pod, container)
-            if container.kind == "sidecar":
+            if container.kind == ContainerKind.SIDECAR:
                 by_sidecars += cpus
             elif by_sidecars + cpus > by_init:
                 by_init = by_sidecars + cpus
@@ -239,7 +239,7 @@ class StaticCPUPolicy:
         for uid in [uid for uid in self._reuse if uid != pod.uid]:
             del self._reuse[uid]
         reuse = self._reuse.get(pod.uid, CPUSet())
-        if container.kind == "init":
+        if container.kind == ContainerKind.INIT:
             self._reuse[pod.uid] = reuse | cpus
         else:
             # App containers and sidecars keep their CPUs for the pod's whole life.
@@ -290,9 +290,9 @@ class StaticCPUPolicy:
             if count > 0:
                 cpus = slice_for(container, bubble - sidecars, count)
                 assign(container, cpus, True)
-                if container.kind == "sidecar":
+                if container.kind == ContainerKind.SIDECAR:
                     sidecars = sidecars | cpus
-            elif container.kind == "init":
+            elif container.kind == ContainerKind.INIT:
                 assign(container, bubble - sidecars, False)
             else:
                 deferred.append(container)

@@ -26,7 +26,15 @@ from agent.alloc.topologymanager import (
     TopologyHint,
     is_narrower_than,
 )
-from agent.pods import ContainerView, PodView, container_memory_eligible, container_memory_requests, pod_level_memory
+from agent.pods import (
+    ContainerKind,
+    ContainerView,
+    PodView,
+    QOSClass,
+    container_memory_eligible,
+    container_memory_requests,
+    pod_level_memory,
+)
 
 __all__ = ["StaticMemoryPolicy", "pod_requested_memory"]
 
@@ -50,7 +58,7 @@ def pod_requested_memory(pod: PodView) -> dict[str, int]:
     by_sidecars: dict[str, int] = {}
     for container in pod.init_containers:
         for name, size in container_memory_requests(container).items():
-            if container.kind == "sidecar":
+            if container.kind == ContainerKind.SIDECAR:
                 by_sidecars[name] = by_sidecars.get(name, 0) + size
             else:
                 by_init[name] = max(by_init.get(name, 0), by_sidecars.get(name, 0) + size)
@@ -82,7 +90,7 @@ class StaticMemoryPolicy:
     @staticmethod
     def container_requests(pod: PodView, container: ContainerView) -> dict[str, int]:
         """The memory a container takes exclusively (empty when it shares)."""
-        if pod.qos != "Guaranteed" or not container_memory_eligible(pod, container):
+        if pod.qos != QOSClass.GUARANTEED or not container_memory_eligible(pod, container):
             return {}
         return dict(container_memory_requests(container))
 
@@ -144,7 +152,7 @@ class StaticMemoryPolicy:
 
     def pod_hints(self, state: MemoryState, pod: PodView) -> CompactProviderHints:
         """``GetPodTopologyHints`` (pod scope): pod-level budget, or the aggregate of the containers."""
-        if pod.qos != "Guaranteed":
+        if pod.qos != QOSClass.GUARANTEED:
             return None
         if pod.has_pod_level_resources:
             requests = dict(pod_level_memory(pod))
@@ -237,7 +245,7 @@ class StaticMemoryPolicy:
     def _update_reusable(self, pod: PodView, container: ContainerView, blocks: tuple[Block, ...] | list[Block]) -> None:
         for uid in [uid for uid in self._reusable if uid != pod.uid]:
             del self._reusable[uid]
-        if container.kind == "init":
+        if container.kind == ContainerKind.INIT:
             per_mask = self._reusable.setdefault(pod.uid, {})
             for block in blocks:
                 sizes = per_mask.setdefault(block.numa, {})
@@ -259,7 +267,7 @@ class StaticMemoryPolicy:
             for init in pod.init_containers:
                 if init.name == container.name or remaining == 0:
                     break
-                if init.kind == "sidecar":
+                if init.kind == ContainerKind.SIDECAR:
                     continue
                 init_blocks = state.get(pod.uid, init.name)
                 if not init_blocks:
@@ -284,7 +292,7 @@ class StaticMemoryPolicy:
             EmptyPodSharedPoolError: exclusive containers consume a whole resource budget with a shared one left.
             AllocationError: with the memory manager's ``[memorymanager] ...`` text.
         """
-        if pod.qos != "Guaranteed":
+        if pod.qos != QOSClass.GUARANTEED:
             return None
         total = dict(pod_level_memory(pod))
         if not total:
@@ -303,10 +311,10 @@ class StaticMemoryPolicy:
             requests = self.container_requests(pod, container)
             if requests:
                 sizes = requests
-                if container.kind == "sidecar":
+                if container.kind == ContainerKind.SIDECAR:
                     for r, s in requests.items():
                         sidecars[r] = sidecars.get(r, 0) + s
-            elif container.kind == "init":
+            elif container.kind == ContainerKind.INIT:
                 sizes = {r: t - sidecars.get(r, 0) for r, t in total.items()}
             else:
                 deferred.append(container)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from agent.alloc.cpumanager import CPUState
 from agent.cpuset import CPUSet
-from agent.pods import PodView, container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
+from agent.pods import ContainerKind, PodView, container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
 
 __all__ = ["Observed", "seed_observed"]
 
@@ -51,10 +51,10 @@ def seed_observed(
         cpus = observed.containers.get(container.name)
         if want == 0 or cpus is None or len(cpus) != want or not cpus.is_subset_of(assignable):
             continue
-        if container.kind != "init" and not cpus.is_disjoint(claimed):
+        if container.kind != ContainerKind.INIT and not cpus.is_disjoint(claimed):
             continue
         kept[container.name] = cpus
-        if container.kind != "init":
+        if container.kind != ContainerKind.INIT:
             claimed = claimed | cpus
     bubble: CPUSet | None = None
     if pod_scope and uses_pod_level_path(pod):
