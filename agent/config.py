@@ -1,4 +1,4 @@
-"""The agent configuration: a YAML file with the kubelet's field names (DESIGN §5).
+"""The agent configuration: a YAML file with the kubelet's field names (``docs/design.md``, "Configuration").
 
 Where the concept is the kubelet's, the key is the kubelet's
 (``cpuManagerPolicyOptions``, ``topologyManagerScope``, ``reservedMemory`` ...),

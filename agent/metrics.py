@@ -1,6 +1,6 @@
 """Prometheus metrics of the agent: event counters and a collector that reads the latest snapshot.
 
-Two kinds of metric live here, for two reasons (style §5, "What this means" 9):
+Two kinds of metric live here, for two reasons (``docs/style.md``, "Logging and metrics"):
 
 * **Events** (admissions, pinning attempts, cgroup writes, drift repairs,
   latencies) happen once and are counted where the reconciler records the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Admission benchmark: planner latency per pod and a full replan of 110 pods on a 256-CPU, 8-NUMA machine.
 
-Goals (issue 5): median admission <= 1 ms per pod, full replan <= 50 ms.
+Goals (``docs/design.md``, "Performance goals"): median admission <= 1 ms per pod, full replan <= 50 ms.
 
 The node is ``agent.sim.machines.synthetic_machine`` with 2 sockets x 4 NUMA
 nodes x 16 cores x 2 threads (256 CPUs), the planner has the agent's defaults

@@ -10,7 +10,7 @@ written), it is sampled once a second: RSS (``psutil``), and CPU time over the
 window. The default reconcile period (10 s) and the watch stay on, so the
 figure includes the periodic resyncs.
 
-Goals (issue 5): RSS <= 60 MiB, CPU <= 1% of one core at rest.
+Goals (``docs/design.md``, "Performance goals"): RSS <= 60 MiB, CPU <= 1% of one core at rest.
 
 The interpreter matters for the RSS: the test virtualenv also holds
 ``kubernetes-validate``, which the Kubernetes client imports when present (with

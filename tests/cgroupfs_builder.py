@@ -11,7 +11,7 @@ the other.
 
 Ordinary directories do not behave like cgroupfs: ``cpuset.cpus.effective``
 does not follow a write by itself. :class:`KernelEmulation` is a ``FileOps``
-that does what the kernel does on write (``docs/cgroup-v2-notes.md``):
+that does what the kernel does on write (``docs/design.md``, "cgroup v2 facts"):
 effective = own ∩ parent's effective, or the parent's effective when that is
 empty or own is unset, recomputed for the whole subtree; a CPU id above the
 machine's highest fails with ERANGE and one inside the range it lacks with

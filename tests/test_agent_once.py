@@ -3,7 +3,7 @@
 The plan comparison is the issue's definition of done: the same pods, topology
 and configuration through ``podpin plan --output json`` and through ``podpin run
 --once --pods-dir`` over a fixture tree, and every ``cpuset.cpus`` and ``cpu.max``
-of the tree afterwards must be what the plan says (DESIGN §4, ``agent/alloc/plan.py``)
+of the tree afterwards must be what the plan says (``docs/design.md``, "cgroup values"; ``agent/alloc/plan.py``)
 and nothing else may have changed. The subprocess writes plain files, so its
 read-back check logs mismatches (the files do not emulate the kernel); only the
 written values are compared here.

@@ -1,6 +1,6 @@
 """Memory footprint guards: the agent does not load what it does not need.
 
-The agent's budget is 60 MiB of resident memory (issue 5). Two imports would
+The agent's budget is 60 MiB of resident memory (``docs/design.md``, "Performance goals"). Two imports would
 break it on their own: the generated ``CoreV1Api`` module (~22 MiB; podpin
 makes its three calls through ``agent.kube.api.CoreCalls``) and NumPy (~11 MiB;
 only lattices of more than 8 NUMA nodes need it).

@@ -192,7 +192,7 @@ class TestContainerDefaulting:
 
 class TestPodLevelDefaulting:
     def test_pitfall_defaults_to_container_aggregate_and_is_burstable(self) -> None:
-        """§1.3 pitfall: pod limits 4/4Gi, container requests 2/2Gi -> pod requests 2/2Gi, Burstable."""
+        """The defaulting pitfall: pod limits 4/4Gi, container requests 2/2Gi -> pod requests 2/2Gi, Burstable."""
         pod = pod_from_dict(make_pod(containers=[("a", "2", None, "2Gi")], pod_resources=(None, "4", None, "4Gi")))
         expected = (ResourceSpec(requests={"cpu": 2000, "memory": 2 * GI}, limits={"cpu": 4000, "memory": 4 * GI}),
                     "Burstable")  # fmt: skip

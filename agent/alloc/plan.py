@@ -1,4 +1,4 @@
-"""The plan: what every cgroup should hold, as pure values (DESIGN §4).
+"""The plan: what every cgroup should hold, as pure values (``docs/design.md``, "cgroup values").
 
 The planner produces a :class:`Plan` from its :class:`~agent.alloc.state.node.NodeState`
 and the current pods; the reconciler only turns it into file writes. Values set

@@ -1,6 +1,7 @@
 """The planner: admit and release pods, and say what every cgroup should hold.
 
-``Planner`` is the pure core's whole API (style §1): it is built from a
+``Planner`` is the pure core's whole API (``docs/style.md``, "Functional core, imperative shell"):
+it is built from a
 :class:`Topology`, a :class:`PlannerConfig` and optionally a
 :class:`NodeState` restored from a checkpoint; ``admit(pod)`` returns a
 :class:`Decision`, ``release(uid)`` frees a gone pod, ``snapshot()`` gives the

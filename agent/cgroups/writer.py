@@ -2,7 +2,7 @@
 
 :meth:`agent.cgroups.fs.CgroupFS.apply` hands its work to :class:`OrderedWriter`,
 which writes a set of desired values in the order the kernel needs (see
-``docs/cgroup-v2-notes.md``):
+``docs/design.md``, "cgroup v2 facts"):
 
 1. top-down, every cgroup that has desired descendants and whose cpuset does not
    already cover its desired set is widened to current ∪ desired, so a child is

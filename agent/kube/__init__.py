@@ -1,7 +1,7 @@
 """The Kubernetes side of podpin: pod sources (API list+watch, manifest directory) and Events.
 
 Sources only translate the outside world into :class:`PodEvent` values carrying
-raw pod dicts; they never decide anything (DESIGN §2). Events are posted off
+raw pod dicts; they never decide anything (``docs/design.md``, "Data flow"). Events are posted off
 the caller's thread and never fail the caller.
 
 Importing this package loads the Kubernetes client (tens of MiB, seconds of

@@ -3,7 +3,7 @@
 A source hands over every pod bound to this node exactly as it was written —
 the raw camelCase dict of the API or of a manifest — never a client model: a pod
 field newer than the client's models must survive, and judging whether a pod is
-well-formed is the consumer's job (DESIGN §2). Two sources exist:
+well-formed is the consumer's job (``docs/design.md``, "Data flow"). Two sources exist:
 
 - :class:`KubeSource` lists and watches the API server (``spec.nodeName`` field
   selector), the normal DaemonSet mode.
@@ -295,7 +295,7 @@ def _describe(err: object) -> str:
 class _Interrupter:
     """Ends the current watch once ``stop`` is set, retrying until the watching thread has left it.
 
-    ``Watch.stop()`` can be lost (kube-client-notes): ``stream()`` resets the
+    ``Watch.stop()`` can be lost (``docs/design.md``, "Kubernetes client facts"): ``stream()`` resets the
     stop flag when it starts, and a stop before the HTTP response exists has
     no socket to shut down. So after ``stop`` this thread repeats ``stop()``
     on whatever watch is current every 20 ms until :meth:`finish` is called.

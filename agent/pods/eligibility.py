@@ -1,11 +1,13 @@
 """Who gets exclusive CPUs and memory: the kubelet's per-container and pod-level tests.
 
-Classic pods (no ``spec.resources``, §3.3): a container gets exclusive CPUs
+The rules are stated in ``docs/kubelet-semantics.md``, "Eligibility".
+
+Classic pods (no ``spec.resources``): a container gets exclusive CPUs
 when the pod is Guaranteed and its cpu request is a whole number of CPUs
 (``Value() * 1000 == MilliValue()``), and exclusive memory when the pod is
 Guaranteed. Guaranteed already implies request == limit for every container.
 
-Pods with pod-level resources (§2.2): the pod QoS comes from ``spec.resources``,
+Pods with pod-level resources: the pod QoS comes from ``spec.resources``,
 so each container must also be *equivalent Guaranteed* on its own
 (``IsContainerEquivalentQOSGuaranteed``: cpu request non-zero and equal to the
 cpu limit, memory request non-zero and equal to the memory limit). Memory
@@ -20,7 +22,8 @@ Comparisons use the planner's integers (millicores, bytes), the granularity the
 kubelet itself reads CPU requests at.
 
 Whether the pod-level path is *used* also depends on the node's configuration
-(feature gates, manager policies, §2.1); :func:`uses_pod_level_path` answers
+(manager policies; ``docs/kubelet-semantics.md``, "When the pod-level path is
+used"); :func:`uses_pod_level_path` answers
 only the pod's part of that question.
 """
 

@@ -9,8 +9,8 @@ and only amounts above zero.
   containers are ignored. Guaranteed iff cpu and memory both have
   request == limit > 0; BestEffort iff no cpu/memory request or limit above
   zero; else Burstable. The KEP's "implicitly resourced" fallback to
-  per-container values is not what the code does (§1.4 [DISCREPANCY]) and is
-  not done here.
+  per-container values is not what the kubelet's code does, and is not done
+  here (``docs/kubelet-semantics.md``, "QoS class").
 * Other pods: over app and init containers, Guaranteed iff every container has
   both a cpu and a memory limit and, per resource, the summed requests equal the
   summed limits; BestEffort iff nothing is requested or limited; else Burstable.

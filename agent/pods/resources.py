@@ -23,10 +23,10 @@ Defaulting is the API server's ``SetDefaults_Pod``, in its order:
 3. Pod-level requests, only when ``spec.resources`` has non-empty limits: a
    resource with a pod limit and no pod request defaults to the aggregated
    container request when some container requests it, else to the pod limit.
-   ``kubelet-resource-managers.md`` §1.3 marks this [DISCREPANCY] (one mimic of
-   ``defaults.go`` uses the aggregate for hugepages only); podpin follows the
-   KEP, so the §1.3 pitfall (pod limits 4 CPU / 4Gi, one container requesting
-   2 / 2Gi) defaults to requests 2 / 2Gi and the pod is Burstable. Hugepages
+   Upstream descriptions disagree on whether cpu and memory take the aggregate;
+   podpin follows the KEP (``docs/kubelet-semantics.md``, "Pod-level
+   defaulting"), so pod limits 4 CPU / 4Gi with one container requesting
+   2 / 2Gi default to requests 2 / 2Gi and the pod is Burstable. Hugepages
    are the exception: they are not overcommittable (request must equal limit),
    so an aggregate below the limit could only produce an invalid pod; they
    default to the pod limit, as upstream's ``IsOvercommitAllowed`` guard does.

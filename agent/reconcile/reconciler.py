@@ -1,4 +1,4 @@
-"""The reconciler: pods in, cgroup values out, one pass at a time (DESIGN §2, §4).
+"""The reconciler: pods in, cgroup values out, one pass at a time (``docs/design.md``, "Data flow").
 
 Each pass does, in order:
 

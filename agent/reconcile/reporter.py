@@ -1,4 +1,4 @@
-"""Turning decisions and writes into log lines, metrics and Kubernetes Events (DESIGN §6).
+"""Turning decisions and writes into log lines, metrics and Kubernetes Events (``docs/design.md``, "Observability").
 
 One structured line per decision, naming node, namespace, pod, uid and, where
 it applies, container, pool, CPUs, NUMA nodes, ``cpu.max`` and reason. Events

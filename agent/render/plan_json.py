@@ -1,6 +1,6 @@
 """The JSON form of a :class:`~agent.alloc.plan.Plan` (``podpin plan --output json``, ``/state``).
 
-Shape (issue 2)::
+Shape::
 
     {"node": {"cpus", "reserved", "shared_pool"},
      "pods": [{"namespace", "name", "uid", "qos", "admitted", "reason", "message", "numa_affinity",

@@ -1,7 +1,7 @@
 """The kernel facts podpin relies on, proven on a real cgroup v2 kernel: 8 vCPUs on 2 NUMA nodes.
 
 One VM boot runs ``scenario_kernel_facts.py``, which only measures; the expected values are stated here.
-See ``/work/shared/docs/cgroup-v2-notes.md`` and DESIGN §4 for why each fact matters.
+See ``docs/design.md``, "cgroup v2 facts" and "cgroup values", for why each fact matters.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class TestKubeTree:
 
 
 class TestCpusetSemantics:
-    """How ``cpuset.cpus`` and ``cpuset.cpus.effective`` relate (cgroup-v2-notes.md)."""
+    """How ``cpuset.cpus`` and ``cpuset.cpus.effective`` relate (``docs/design.md``, "cgroup v2 facts")."""
 
     def test_child_outside_parent_is_accepted_but_not_effective(self, facts: GuestRun) -> None:
         """Parent 0-1, child writes 2-3: the write succeeds, the file says 2-3, effective and affinity are 0-1."""

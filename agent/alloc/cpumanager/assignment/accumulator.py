@@ -1,27 +1,31 @@
-"""Take-by-topology: which free CPUs a request gets, exactly as the kubelet picks them.
+"""The packed take-by-topology: which free CPUs a request gets, as the kubelet's accumulator picks them.
 
-A re-implementation of the kubelet's ``cpu_assignment.go`` (1.31+):
-``takeByTopologyNUMAPacked`` (with the ``spread`` sorting strategy of
-``distribute-cpus-across-cores`` and the uncore-cache step of
-``prefer-align-cpus-by-uncorecache``) and ``takeByTopologyNUMADistributed``
-(``distribute-cpus-across-numa``, in :mod:`agent.alloc.cpumanager.assignment.distribute`). Both are
-built on :class:`Accumulator`, which mirrors the kubelet's ``cpuAccumulator``.
+The counterpart of ``takeByTopologyNUMAPacked`` in the kubelet's
+``pkg/kubelet/cm/cpumanager/cpu_assignment.go`` (1.31+), with the ``spread``
+sorting strategy of ``distribute-cpus-across-cores`` and the uncore-cache step
+of ``prefer-align-cpus-by-uncorecache``. :class:`Accumulator` mirrors the
+kubelet's ``cpuAccumulator``; the NUMA-distributed take
+(:mod:`.distribute`) builds on it.
 
 The kubelet's quirks are kept on purpose, because the static policy must pick
-the same CPUs the kubelet would (``shared/kubelet-vectors`` pin them down):
+the same CPUs the kubelet would (the kubelet's own test cases in
+``tests/data/kubelet-vectors`` pin them down):
 
 * Counters come from ``Topology.counters`` (declared counters when given):
   ``CPUsPerCore = NumCPUs // NumCores`` decides whether a core is "free", and
   ``NumSockets >= NumNUMANodes`` chooses NUMA-first over sockets-first.
 * Core ids are whatever ``CPU.core`` says; CPUs sharing a core id are one core.
-* A whole domain is taken as its full topology CPU set once it counts as free.
-  Where the declared counters disagree with the CPU list (a hybrid machine
-  whose ``CPUsPerCore()`` is 1 while P-cores have 2 threads), a core with one
-  free thread counts as free and both threads are taken, as the kubelet does.
+* Whether a domain counts as free follows those counters, not the CPU list:
+  where they disagree (a hybrid machine whose ``CPUsPerCore()`` is 1 while
+  P-cores have 2 threads), a core with one free thread counts as free, as in
+  the kubelet. Taking it differs on purpose: the kubelet adds the whole core,
+  busy thread included, and podpin adds only its free CPUs (:meth:`Accumulator.take`;
+  ``docs/kubelet-semantics.md``, "Take-by-topology").
 
 Everything works on int bitmasks precomputed once per :class:`Topology`
-(:class:`agent.alloc.cpumanager.assignment.domains.Domains`), so one take on a 256-CPU machine costs
-tens of microseconds. Nothing here does I/O or reads the clock.
+(:class:`~agent.alloc.cpumanager.assignment.domains.Domains`), so one take on a
+256-CPU machine costs tens of microseconds. Nothing here does I/O or reads the
+clock.
 """
 
 from __future__ import annotations
