@@ -7,7 +7,7 @@ visible in every CI log.
 
 from __future__ import annotations
 
-import harness
+from tests.vm import harness
 import pytest
 
 

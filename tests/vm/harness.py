@@ -275,6 +275,8 @@ def run_scenario(
     command = ["bash", str(VM_TESTS / "run-in-vm.sh"), interpreter, str(script), "--results", str(results_path), *args]
     run_env = {**os.environ, **config.env(), **(env or {})}
     run_env.update({"VM_DIR": str(directory), "VM_RW": str(workdir), "VM_CONSOLE_LOG": str(console_path)})
+    # The scenario imports its helpers as ``tests.vm.*``: the guest needs the checkout's root on its path.
+    run_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), run_env.get("PYTHONPATH")]))
     started = time.monotonic()
     proc = subprocess.run(command, cwd=REPO, env=run_env, capture_output=True, text=True, errors="replace", check=False)
     wall = round(time.monotonic() - started, 2)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentpods import CFS_PERIOD_US, PodSpec
+from tests.vm.agentpods import CFS_PERIOD_US, PodSpec
 
 from agent.cpuset import CPUSet
 

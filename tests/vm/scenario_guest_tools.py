@@ -11,10 +11,10 @@ import socket
 import sys
 from pathlib import Path
 
-import kubetree
-from background import Background, BackgroundError
-from kubetree import KubeTree, cpu_stat, read
-from scenario import Scenario, WaitTimeout, wait_until
+from tests.vm import kubetree
+from tests.vm.background import Background, BackgroundError
+from tests.vm.kubetree import KubeTree, cpu_stat, read
+from tests.vm.scenario import Scenario, WaitTimeout, wait_until
 
 DAEMON = (
     "/bin/sh",

@@ -16,10 +16,10 @@ import threading
 import time
 from pathlib import Path
 
-import kubetree
-from background import podpin
-from guest_inotify import IN_CREATE, IN_DELETE, IN_ISDIR, IN_MODIFY, Inotify
-from kubetree import (
+from tests.vm import kubetree
+from tests.vm.background import podpin
+from tests.vm.guest_inotify import IN_CREATE, IN_DELETE, IN_ISDIR, IN_MODIFY, Inotify
+from tests.vm.kubetree import (
     KubeTree,
     affinity,
     cpu_max,
@@ -29,7 +29,7 @@ from kubetree import (
     read,
     write,
 )
-from scenario import Scenario, wait_until
+from tests.vm.scenario import Scenario, wait_until
 
 import agent
 

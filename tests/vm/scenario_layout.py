@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from scenario import Scenario
+from tests.vm.scenario import Scenario
 
 from agent.topology.codec import topology_to_dict
 from agent.topology.sysfs import read_topology

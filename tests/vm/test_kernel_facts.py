@@ -6,8 +6,8 @@ See ``docs/design.md``, "cgroup v2 facts" and "cgroup values", for why each fact
 
 from __future__ import annotations
 
-import harness
-from harness import GuestRun, VMConfig
+from tests.vm import harness
+from tests.vm.harness import GuestRun, VMConfig
 
 LAYOUT = VMConfig(cpus=8, nodes=2)
 facts = harness.scenario_fixture("scenario_kernel_facts.py", LAYOUT)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import harness
+from tests.vm import harness
 import pytest
 import yaml
-from agentpods import CFS_PERIOD_US, SANDBOX, E2EPods, PodSpec, e2e_pods
-from harness import GuestRun, VMConfig
-from planexpect import (
+from tests.vm.agentpods import CFS_PERIOD_US, SANDBOX, E2EPods, PodSpec, e2e_pods
+from tests.vm.harness import GuestRun, VMConfig
+from tests.vm.planexpect import (
     MAX,
     Expected,
     expected_cpu_max,

@@ -8,9 +8,9 @@ import re
 import sys
 from pathlib import Path
 
-import harness
+from tests.vm import harness
 import pytest
-from harness import VMConfig, VMRunError
+from tests.vm.harness import VMConfig, VMRunError
 
 
 def _fake_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
