@@ -19,7 +19,9 @@ from agent import __version__
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-Register = Callable[[argparse._SubParsersAction], None]  # type: ignore[type-arg]
+# argparse names the type of ``add_subparsers()`` only privately.
+Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]  # noqa: SLF001
+"""A command module's ``register(subparsers)``."""
 
 
 def _discover() -> list[Register]:

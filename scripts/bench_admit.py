@@ -262,10 +262,14 @@ def render_table(result: dict[str, Any]) -> str:
     verdict = {True: "met", False: "MISSED"}
     lines += [
         "",
-        f"pod-level / per-container: admit median {ratios['admit_median']:.2f}x, "
-        + f"replan median {ratios['replan_median']:.2f}x",
-        f"goals: admit median <= {GOAL_ADMIT_MS:g} ms: {verdict[admit['met']]} (worst {admit['worst']:.3f} ms); "
-        + f"replan <= {GOAL_REPLAN_MS:g} ms: {verdict[replan_goal['met']]} (worst {replan_goal['worst']:.2f} ms)",
+        (
+            f"pod-level / per-container: admit median {ratios['admit_median']:.2f}x, "
+            f"replan median {ratios['replan_median']:.2f}x"
+        ),
+        (
+            f"goals: admit median <= {GOAL_ADMIT_MS:g} ms: {verdict[admit['met']]} (worst {admit['worst']:.3f} ms); "
+            f"replan <= {GOAL_REPLAN_MS:g} ms: {verdict[replan_goal['met']]} (worst {replan_goal['worst']:.2f} ms)"
+        ),
     ]
     return "\n".join(lines) + "\n"
 

@@ -50,7 +50,7 @@ from agent.alloc.topologymanager import (
 
 # The literal merge is a test oracle (tests/oracles), not part of the installed package: read it from the checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.oracles.merge_reference import HintMerger, filter_providers_hints, merge_permutation  # noqa: E402
+from tests.oracles.merge_reference import HintMerger, filter_providers_hints, merge_permutation
 
 _POLICY = "best-effort"
 

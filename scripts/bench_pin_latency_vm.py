@@ -36,7 +36,7 @@ from typing import Any
 # The VM harness (tests/vm) is not part of the installed package: read it from the checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.vm import cpubench, harness  # noqa: E402
+from tests.vm import cpubench, harness
 
 GOAL_P99_MS = 20.0
 """The goal for native hardware (``docs/design.md``, "Performance goals")."""

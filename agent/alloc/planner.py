@@ -118,7 +118,8 @@ class Planner:
             )
         if config.topology_policy_options.prefer_closest_numa and not topology.has_distances():
             raise PlannerError(
-                "topologyManagerPolicyOptions: prefer-closest-numa-nodes needs the NUMA distances, which this machine does not list"
+                "topologyManagerPolicyOptions: prefer-closest-numa-nodes needs the NUMA distances, which this "
+                "machine does not list"
             )
         if (
             config.cpu_policy_options.align_by_socket
@@ -154,9 +155,13 @@ class Planner:
         a hotplug or a restart it must not move onto CPUs a pod holds.
         """
         count, explicit = config.num_reserved_cpus(), config.reserved_system_cpus
-        if state is not None and state.reserved.is_subset_of(topology.online_cpus) and len(state.reserved) == count:
-            if not explicit or state.reserved == explicit:
-                return state.reserved
+        if (
+            state is not None
+            and state.reserved.is_subset_of(topology.online_cpus)
+            and len(state.reserved) == count
+            and (not explicit or state.reserved == explicit)
+        ):
+            return state.reserved
         try:
             return reserved_cpus_for(topology, config.cpu_policy_options, count, explicit)
         except AllocationError as err:
@@ -174,7 +179,8 @@ class Planner:
     def _adopt(self, state: NodeState, reserved: CPUSet) -> NodeState:
         if state.online != self.topology.online_cpus:
             raise CheckpointError(
-                f'current set of available CPUs "{self.topology.online_cpus}" doesn\'t match with CPUs in state "{state.online}"'
+                f'current set of available CPUs "{self.topology.online_cpus}" doesn\'t match with CPUs in state '
+                f'"{state.online}"'
             )
         if state.reserved != reserved:
             raise CheckpointError(

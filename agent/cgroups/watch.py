@@ -101,7 +101,7 @@ _Node = QOSClass | PodCgroupAppeared | ContainerCgroupAppeared
 """A known directory: a QoS level (kubepods is the Guaranteed one), a pod or a container."""
 
 
-class _InotifyFailed(Exception):
+class _InotifyError(Exception):
     """inotify stopped working (watch limit, closed descriptor): switch to polling."""
 
     def __init__(self, error: OSError) -> None:
@@ -119,9 +119,9 @@ class INotifyLike(Protocol):
     """The part of ``inotify_simple.INotify`` the watcher uses (tests substitute it)."""
 
     def fileno(self) -> int: ...
-    def add_watch(self, path: Path, mask: int) -> int: ...
-    def rm_watch(self, wd: int) -> None: ...
-    def read(self, timeout: int | None = None) -> Iterable[_RawEvent]: ...
+    def add_watch(self, path: Path, mask: int, /) -> int: ...
+    def rm_watch(self, wd: int, /) -> None: ...
+    def read(self, timeout: int | None = None, /) -> Iterable[_RawEvent]: ...
     def close(self) -> None: ...
 
 
@@ -195,8 +195,8 @@ class CgroupWatcher:
                 self._ino = self._factory()
                 self.mode = WatchMode.INOTIFY
                 self._adopt(self.layout.kubepods(), QOSClass.GUARANTEED)
-            except (OSError, _InotifyFailed) as failure:
-                error = failure.error if isinstance(failure, _InotifyFailed) else failure
+            except (OSError, _InotifyError) as failure:
+                error = failure.error if isinstance(failure, _InotifyError) else failure
                 self._close_inotify()
                 if self._requested == WatchMode.INOTIFY:
                     raise error from None
@@ -237,7 +237,7 @@ class CgroupWatcher:
             if self._ino is not None:
                 try:
                     self._inotify_loop()
-                except _InotifyFailed as failure:
+                except _InotifyError as failure:
                     self._fall_back(failure.error)
                     self._resync()
             while not self._stop.wait(self.poll_interval):
@@ -266,9 +266,9 @@ class CgroupWatcher:
             if not poller.poll(self.timeout * 1000) or self._stop.is_set():
                 continue
             try:
-                events = list(self._ino.read(timeout=0))
+                events = list(self._ino.read(0))
             except OSError as error:
-                raise _InotifyFailed(error) from error
+                raise _InotifyError(error) from error
             for event in events:
                 self._handle(event)
 
@@ -318,7 +318,7 @@ class CgroupWatcher:
             except OSError as error:
                 if error.errno in (errno.ENOENT, errno.ENOTDIR):
                     return  # removed again before we looked; its DELETE event follows
-                raise _InotifyFailed(error) from error
+                raise _InotifyError(error) from error
         self._known[path] = node
         if not isinstance(node, QOSClass):
             self._sink(node)

@@ -18,8 +18,8 @@ from typing import Any
 
 from agent.alloc import Decision, MemoryManagerPolicy, OptionsError, Planner, PlannerError
 from agent.config import ConfigError, config_from_mapping, load_config
-from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.errors import PodSpecError
+from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
 from agent.render.plan_json import plan_to_dict
 from agent.render.plan_text import render_plan_text

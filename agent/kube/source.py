@@ -159,7 +159,7 @@ class KubeSource:
                     why = "resync"
                 try:
                     pods, version = self._list()
-                except Exception as err:  # noqa: BLE001 - any failure of the list is retried
+                except Exception as err:
                     failures += 1
                     version = None
                     self._pause(stop, failures, log, "watch.list_failed", err)
@@ -246,7 +246,7 @@ class KubeSource:
                     event = next(stream)
                 except StopIteration:
                     return _End.CLOSED, version, delivered, None
-                except Exception as err:  # noqa: BLE001 - whatever broke the stream, the answer is the same
+                except Exception as err:
                     if stop.is_set():
                         return _End.STOPPED, version, delivered, None
                     gone = isinstance(err, ApiException) and err.status == 410

@@ -21,8 +21,8 @@ and only amounts above zero.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from fractions import Fraction
 from enum import StrEnum
+from fractions import Fraction
 
 from agent.pods.resources import Amount, ExactResources
 

@@ -32,15 +32,15 @@ import structlog
 
 from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, Pool
 from agent.cgroups.errors import CgroupError
-from agent.cpuset import CPUSet
 from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
 from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
+from agent.cpuset import CPUSet
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
+from agent.metrics import Snapshot
 from agent.pods import ContainerKind, QOSClass
 from agent.pods.model import PodView
-from agent.metrics import Snapshot
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import Reporter
 from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id
@@ -298,7 +298,7 @@ class Reconciler:
             except (CgroupError, OSError) as err:
                 self.log.error("cgroup.scan_failed", error=str(err))
                 live = []
-            return plan_targets(plan, live, self.layout, self._qos_levels()), live
+            return plan_targets(plan, live, self._qos_levels()), live
         targets: list[Target] = []
         live = []
         for pod in plan.pods:
@@ -310,7 +310,7 @@ class Reconciler:
             if scanned is None:
                 continue
             live.append(scanned)
-            found = pod_targets(pod, scanned, self.layout)
+            found = pod_targets(pod, scanned)
             if not dirty and new is not None:
                 found = [t for t in found if t.level == "pod" or t.path in new]
             targets.extend(found)

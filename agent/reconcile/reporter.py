@@ -23,11 +23,11 @@ from typing import Any, Protocol
 import structlog
 
 from agent.alloc import Decision, PodPlan, PodRecord, Pool
-from agent.pods import ContainerKind
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import AgentMetrics
+from agent.pods import ContainerKind
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
 
@@ -50,11 +50,12 @@ def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
 
 def pinned_summary(pod: PodPlan) -> str:
     """One line for the ``Pinned`` Event: each exclusive slice, the pod pool and who shares it."""
-    parts = []
     shared = [c.name for c in pod.containers if c.pool == Pool.POD_SHARED]
-    for c in pod.containers:
-        if c.pool == Pool.EXCLUSIVE and c.kind != ContainerKind.INIT:
-            parts.append(f"{c.name}: CPUs {c.cpus} exclusive (NUMA {','.join(map(str, c.numa))})")
+    parts = [
+        f"{c.name}: CPUs {c.cpus} exclusive (NUMA {','.join(map(str, c.numa))})"
+        for c in pod.containers
+        if c.pool == Pool.EXCLUSIVE and c.kind != ContainerKind.INIT
+    ]
     if shared:
         pool = next(c.cpus for c in pod.containers if c.pool == Pool.POD_SHARED)
         parts.append(f"{', '.join(shared)}: pod shared pool {pool}")

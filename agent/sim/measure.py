@@ -39,8 +39,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from agent.cpuset import CPUSet
 from agent.alloc import Pool
+from agent.cpuset import CPUSet
 from agent.pods import ContainerKind
 from agent.pods.eligibility import container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
 from agent.pods.model import PodView

@@ -234,7 +234,7 @@ def _assign_numa(
 ) -> dict[int, int]:
     """The NUMA node of every online CPU, checked against the nodes' cpulists."""
     if not exists(node_dir):
-        return {cpu_id: 0 for cpu_id in raw}
+        return dict.fromkeys(raw, 0)
     known = {node.id for node in nodes}
     listed_in: dict[int, list[int]] = {}
     for node in nodes:

@@ -1,4 +1,6 @@
-"""The fault table: bad input and faults never stop the agent nor cost another pod its CPUs (``docs/design.md``, "Failures").
+"""The fault table: bad input and faults never stop the agent nor cost another pod its CPUs.
+
+The contract is ``docs/design.md``, "Failures".
 
 Every case runs on a fresh node in two phases, in-process over the kernel
 emulation and against the API server emulator (the official client, Events
@@ -520,7 +522,7 @@ CASES = [
     _kubelet("kubelet-state-unreadable", kubelet_state(None)),
     Case(
         "kubelet-turns-static-while-running",
-        lambda ctx: None,
+        lambda _ctx: None,
         ("kubelet.pinning", {"policy": "static"}),
         ("podpin_kubelet_pinning", {}, 1.0),
         (),
@@ -551,7 +553,7 @@ CASES = [
     ),
     Case(
         "watch-cut-mid-stream",
-        lambda ctx: None,
+        lambda _ctx: None,
         ("watch.failed", {"node": NODE}),
         ("podpin_source_errors_total", {}, 1.0),
         (),
@@ -560,7 +562,7 @@ CASES = [
     ),
     Case(
         "admitted-pod-turns-malformed",
-        lambda ctx: None,
+        lambda _ctx: None,
         ("pod.malformed", {"pod": "victim", "field": "status.qosClass"}),
         ("podpin_malformed_pods_total", {"reason": "status"}, 1.0),
         (("victim", "PodpinInvalidPod"),),

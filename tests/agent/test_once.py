@@ -282,8 +282,10 @@ def test_cgroup_v1_exits_2(tmp_path: Path) -> None:
     assert (
         2,
         [
-            f"podpin run: cgroups: cgroup v1 is not supported: {v1}/cgroup.controllers not found; "
-            "podpin needs the unified cgroup v2 hierarchy"
+            (
+                f"podpin run: cgroups: cgroup v1 is not supported: {v1}/cgroup.controllers not found; "
+                "podpin needs the unified cgroup v2 hierarchy"
+            )
         ],
     ) == _one_line(result)
 
@@ -304,8 +306,10 @@ def test_config_that_does_not_fit_the_machine_exits_2(tmp_path: Path) -> None:
     assert (
         2,
         [
-            "podpin run: configuration does not fit this machine: reservedSystemCPUs: CPUs 40 are not online "
-            "CPUs of this machine (0-31)"
+            (
+                "podpin run: configuration does not fit this machine: reservedSystemCPUs: CPUs 40 are not online "
+                "CPUs of this machine (0-31)"
+            )
         ],
     ) == _one_line(node.cli("--once"))
 

@@ -22,9 +22,9 @@ from structlog.testing import capture_logs
 
 from agent.cpuset import CPUSet
 from tests.support.agentfixture import AgentNode, fetch, lines, make_node, running, sample, wait_until
+from tests.support.paths import REPO
 from tests.support.podfactory import container, make_pod
 from tests.support.sysfs_builder import MACHINES, write_sysfs
-from tests.support.paths import REPO
 
 
 def gu(name: str, cpus: str = "2", *, states: dict[str, str] | None = None, ts: int = 1, **kw: Any) -> dict[str, Any]:
@@ -336,7 +336,7 @@ def test_a_pod_that_comes_back_is_reported_again(node: AgentNode) -> None:
     assert (1, ["bad", "bad"]) == (reported_before, [e["pod"] for e in lines(logs, "pod.malformed")])
 
 
-def test_pin_latency_bench_reports_both_measures(tmp_path: Path) -> None:
+def test_pin_latency_bench_reports_both_measures() -> None:
     """scripts/bench_pin_latency.py --json: every container pinned, both medians and p99s reported."""
     result = subprocess.run(
         [

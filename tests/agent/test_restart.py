@@ -133,9 +133,9 @@ def test_sigkill_mid_run_then_restart_moves_no_exclusive_set(node: AgentNode, sp
     restarted = node.spawn()
     spawned.append(restarted)
     survivors = first[1:] + burst
-    wait_until(lambda: all(_pinned(node, survivors + [late]).values()), 10.0, "every pod pinned again")
+    wait_until(lambda: all(_pinned(node, [*survivors, late]).values()), 10.0, "every pod pinned again")
     restarted.wait_log("pod.released", pod=gone["metadata"]["name"])
-    after = _pinned(node, survivors + [late])
+    after = _pinned(node, [*survivors, late])
     restarted.process.send_signal(signal.SIGTERM)
     assert 0 == restarted.finish(5.0)
     kept = {name: cpus for name, cpus in before.items() if cpus and name != gone["metadata"]["name"]}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
+
 from tests.support.paths import REPO
 
 DOCKERFILE = REPO / "Dockerfile"

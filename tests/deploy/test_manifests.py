@@ -24,7 +24,6 @@ import pytest
 import yaml
 
 from agent.config import config_from_mapping
-
 from agent.quantity import cpu_millis, memory_bytes
 from tests.support.paths import REPO
 
@@ -242,9 +241,7 @@ def _uncomment_examples(text: str) -> str:
     """The config text with its commented-out settings (``#key:``, ``#  nested``) switched on, prose dropped."""
     lines = []
     for line in text.splitlines():
-        if line.startswith("#") and not line.startswith("# "):
-            lines.append(line[1:])
-        elif line.startswith("#  "):
+        if (line.startswith("#") and not line.startswith("# ")) or line.startswith("#  "):
             lines.append(line[1:])
         elif not line.startswith("#"):
             lines.append(line)

@@ -147,10 +147,7 @@ class HintMerger:
         if candidate.affinity == current.affinity:
             return current
         first, second = current.affinity or 0, candidate.affinity or 0
-        if self.closest:
-            best = self.numa_info.closest(first, second)
-        else:
-            best = self.numa_info.narrowest(first, second)
+        best = self.numa_info.closest(first, second) if self.closest else self.numa_info.narrowest(first, second)
         return current if best == first else candidate
 
     def compare(self, current: TopologyHint | None, candidate: TopologyHint) -> TopologyHint | None:

@@ -434,7 +434,7 @@ def running(agent: Agent, *, stop_within: float = 5.0) -> Iterator[Agent]:
     def target() -> None:
         try:
             result.append(agent.run())
-        except BaseException as err:  # noqa: BLE001 - handed to the test below
+        except BaseException as err:
             result.append(err)
 
     thread = threading.Thread(target=target, name="agent-under-test", daemon=True)

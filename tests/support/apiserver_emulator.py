@@ -46,7 +46,6 @@ from typing import Any
 from kubernetes import client
 
 from agent.kube.api import CoreCalls
-
 from tests.support.apiserver_http import (
     ApiHTTPServer,
     Failure,
@@ -158,7 +157,7 @@ class ApiServerEmulator:
         return CoreCalls(client.ApiClient(configuration))
 
     def core_v1(self, **config: Any) -> client.CoreV1Api:
-        """The full generated ``CoreV1Api`` for this server, for the emulator's own tests of endpoints the agent does not call."""
+        """The full generated ``CoreV1Api`` for this server, for tests of calls the agent does not make."""
         configuration = client.Configuration()
         configuration.host = self.url
         for key, value in config.items():

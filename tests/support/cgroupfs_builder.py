@@ -243,7 +243,7 @@ class KernelEmulation:
         fields = text.split()
         period = fields[1] if len(fields) == 2 else _read(path).split()[1]
         quota = fields[0] if fields else ""
-        if len(fields) not in (1, 2) or not (quota == "max" or quota.isdigit() and int(quota) >= 1000):
+        if len(fields) not in (1, 2) or not (quota == "max" or (quota.isdigit() and int(quota) >= 1000)):
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         if not period.isdigit() or not 1000 <= int(period) <= 1_000_000:
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))

@@ -97,25 +97,39 @@ class TestDefaults:
         ),
         (
             {"cpuManagerPolicyOptions": {"full-pcpus-only": "yes"}},
-            'cpuManagerPolicyOptions: bad value for option "full-pcpus-only": strconv.ParseBool: parsing "yes": invalid syntax',
+            (
+                'cpuManagerPolicyOptions: bad value for option "full-pcpus-only": strconv.ParseBool: parsing "yes": '
+                "invalid syntax"
+            ),
         ),
         (
             {"cpuManagerPolicyOptions": {"full-pcpus-only": "true", "distribute-cpus-across-cores": "true"}},
-            "cpuManagerPolicyOptions: static policy options full-pcpus-only and distribute-cpus-across-cores can not be used at the same time",
+            (
+                "cpuManagerPolicyOptions: static policy options full-pcpus-only and distribute-cpus-across-cores "
+                "can not be used at the same time"
+            ),
         ),
         (
             {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}},
-            "topologyManagerPolicyOptions: the minimum value of max-allowable-numa-nodes should not be less than 8, value: 4",
+            (
+                "topologyManagerPolicyOptions: the minimum value of max-allowable-numa-nodes should not be less "
+                "than 8, value: 4"
+            ),
         ),
         (
             {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "--9"}},
-            'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: parsing "--9": '
-            "invalid syntax",
+            (
+                'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: '
+                'parsing "--9": '
+                "invalid syntax"
+            ),
         ),
         (
             {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "\u0661\u0666"}},
-            'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: parsing '
-            '"\u0661\u0666": invalid syntax',
+            (
+                'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: parsing '
+                '"\u0661\u0666": invalid syntax'
+            ),
         ),
         (
             {"topologyManagerPolicyOptions": {"prefer-closest": "true"}},
@@ -125,7 +139,10 @@ class TestDefaults:
         ({"systemReserved": {"cpu": "lots"}}, "systemReserved.cpu: invalid quantity 'lots'"),
         (
             {"systemReserved": {}},
-            "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero",
+            (
+                "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + "
+                "kubereserved.cpu to be greater than zero"
+            ),
         ),
         ({"reconcilePeriod": "10"}, "reconcilePeriod: '10' is not a duration such as \"10s\""),
         ({"reconcilePeriod": "0s"}, "reconcilePeriod: '0s' must be positive"),
@@ -141,8 +158,11 @@ class TestDefaults:
         ),
         (
             {"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
-            'reservedMemory: the total amount 1073741824 of type "memory" is not equal to the value 104857600 determined by '
-            "Node Allocatable (kubeReserved + systemReserved + evictionHard memory.available)",
+            (
+                'reservedMemory: the total amount 1073741824 of type "memory" is not equal to the value 104857600 '
+                "determined by "
+                "Node Allocatable (kubeReserved + systemReserved + evictionHard memory.available)"
+            ),
         ),
         (
             {"reservedMemory": [{"numaNode": 0, "limits": {"cpu": "1"}}]},
@@ -163,7 +183,10 @@ class TestDefaults:
         ),
         (
             {"cpuManagerPolicyOptions": {"align-by-socket": "true"}, "topologyManagerPolicy": "single-numa-node"},
-            "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager align-by-socket policy option",
+            (
+                "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager "
+                "align-by-socket policy option"
+            ),
         ),
     ],
 )

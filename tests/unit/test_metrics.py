@@ -9,7 +9,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from agent.alloc import Decision, Planner
+from agent.alloc import Decision, Planner, Pool
 from agent.config import config_from_mapping
 from agent.metrics import (
     ADMISSION_BUCKETS,
@@ -17,6 +17,7 @@ from agent.metrics import (
     AgentMetrics,
     PlanCollector,
     Snapshot,
+    UsageKey,
 )
 from agent.pods.model import PodView, pod_from_dict
 from tests.support.machines import machine
@@ -66,9 +67,7 @@ def no_room() -> PodView:
     )
 
 
-def snapshot_of(
-    planner: Planner, pods: list[PodView], usage: dict[tuple[str, str, str], float] | None = None
-) -> Snapshot:
+def snapshot_of(planner: Planner, pods: list[PodView], usage: dict[UsageKey, float] | None = None) -> Snapshot:
     """Admit the pods in order and take the snapshot the reconciler would publish."""
     decisions: dict[str, Decision] = {}
     for pod in pods:
@@ -86,7 +85,7 @@ def node_snapshot() -> Snapshot:
     return snapshot_of(
         new_planner(),
         [kep(), guaranteed(), burstable(), no_room()],
-        usage={("pod_shared", "default", "kep"): 12.5, ("node_shared", "default", "web"): 3.25},
+        usage={(Pool.POD_SHARED, "default", "kep"): 12.5, (Pool.NODE_SHARED, "default", "web"): 3.25},
     )
 
 
@@ -194,7 +193,7 @@ class TestStateMetrics:
     def test_nothing_carries_over_between_scrapes(self) -> None:
         """After kep is released its series are gone and the pools grow back, with no reset by anyone."""
         planner = new_planner()
-        current = [snapshot_of(planner, [kep(), guaranteed()], usage={("pod_shared", "default", "kep"): 1.0})]
+        current = [snapshot_of(planner, [kep(), guaranteed()], usage={(Pool.POD_SHARED, "default", "kep"): 1.0})]
         registry = AgentMetrics(lambda: current[0]).registry
         before = (
             registry.get_sample_value("podpin_pod_shared_pool_cpus", {"namespace": "default", "pod": "kep"}),
@@ -377,7 +376,7 @@ class TestExposition:
         assert CONTRACT == actual
 
     def test_promtool_check_metrics(self) -> None:
-        """promtool parses the whole exposition; its one lint finding is the contract's kubelet-style ``_count`` gauge."""
+        """promtool parses the whole exposition; its one finding is the contract's kubelet-style ``_count`` gauge."""
         promtool = shutil.which("promtool")
         assert promtool is not None, "promtool is missing: apt-get install -y prometheus (Debian) provides it"
         metrics = AgentMetrics(node_snapshot)
@@ -390,6 +389,9 @@ class TestExposition:
         actual = (result.returncode, (result.stdout + result.stderr).decode())
         expected = (
             3,
-            'podpin_exclusive_cpu_allocation_count non-histogram and non-summary metrics should not have "_count" suffix\n',
+            (
+                'podpin_exclusive_cpu_allocation_count non-histogram and non-summary metrics should not have "_count" '
+                "suffix\n"
+            ),
         )
         assert expected == actual

@@ -56,7 +56,7 @@ class Running:
     server: AgentServer
 
 
-@pytest.fixture()
+@pytest.fixture
 def running() -> Iterator[Running]:
     """A server on a free loopback port with changeable probes and a fresh registry; stopped afterwards."""
     probes = Probes()
@@ -243,7 +243,10 @@ class TestLifecycle:
             other.start()
         expected = (
             errno.EADDRINUSE,
-            f"[Errno {errno.EADDRINUSE}] metricsBindAddress 127.0.0.1:{running.port}: cannot listen: {os.strerror(errno.EADDRINUSE)}",
+            (
+                f"[Errno {errno.EADDRINUSE}] metricsBindAddress 127.0.0.1:{running.port}: cannot listen: "
+                f"{os.strerror(errno.EADDRINUSE)}"
+            ),
         )
         assert expected == (err.value.errno, str(err.value))
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from tests.vm.agentpods import SANDBOX, PodSpec, agent_config, kubelet_state_none
 from tests.vm.background import Background
 from tests.vm.kubetree import Container, KubeTree, Pod, affinity, cpu_max, cpus, cpus_effective

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.vm.agentpods import CFS_PERIOD_US, PodSpec
-
 from agent.cpuset import CPUSet
+from tests.vm.agentpods import CFS_PERIOD_US, PodSpec
 
 __all__ = [
     "MAX",

@@ -30,6 +30,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from agent.topology.codec import topology_to_dict
+from agent.topology.sysfs import read_topology
 from tests.vm.agentpods import E2EPods, e2e_pods
 from tests.vm.agentrun import (
     AgentNode,
@@ -48,9 +50,6 @@ from tests.vm.agentrun import (
 from tests.vm.background import Background, BackgroundError, podpin
 from tests.vm.kubetree import Container, KubeTree, cpu_max, cpu_stat, cpus, cpus_effective, write
 from tests.vm.scenario import Scenario, wait_until
-
-from agent.topology.codec import topology_to_dict
-from agent.topology.sysfs import read_topology
 
 BASE = Path("/tmp/podpin-e2e")
 START_TIMEOUT = 120.0

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.cpuset import CPUSet
 from tests.vm import cpubench
 from tests.vm.agentpods import PodSpec, shared_pool_pod
 from tests.vm.agentrun import AgentNode, free_port, http_get, metric_samples, started_line, unprivileged, wait_ready
@@ -34,8 +35,6 @@ from tests.vm.background import Background, podpin
 from tests.vm.guest_inotify import IN_MODIFY, Inotify
 from tests.vm.kubetree import KubeTree, container_scope_name, read, write
 from tests.vm.scenario import Scenario, wait_until
-
-from agent.cpuset import CPUSet
 
 BASE = Path("/tmp/podpin-bench")
 START_TIMEOUT = 120.0

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
-from tests.vm import harness
-from tests.vm import kubetree
 import pytest
+
+from tests.vm import harness, kubetree
 from tests.vm.harness import GuestRun, GuestStepError
 
 tools = harness.scenario_fixture("scenario_guest_tools.py", args=("extra", "--mode=x"))

@@ -80,7 +80,7 @@ class TestKubeTree:
     def test_controllers_enabled_down_to_pods(self, facts: GuestRun) -> None:
         """``cpuset cpu`` are in ``cgroup.subtree_control`` from the root down to each pod slice."""
         step = facts.step("kubetree_shape")
-        expected = {path: "cpuset cpu" for path in ("/", "kubepods.slice", BURSTABLE, POD_B, POD_G)}
+        expected = dict.fromkeys(("/", "kubepods.slice", BURSTABLE, POD_B, POD_G), "cpuset cpu")
         assert expected == step["subtree_control"], step.explain
 
     def test_container_has_cpu_and_cpuset_files(self, facts: GuestRun) -> None:

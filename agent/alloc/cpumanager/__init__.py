@@ -9,8 +9,8 @@ request gets is decided by :mod:`.assignment` (``cpu_assignment.go``); the CPU
 topology hints by :mod:`.hints`. Nothing here does I/O.
 """
 
-from agent.alloc.cpumanager.policy import CPUManagerPolicy
 from agent.alloc.cpumanager.options import CPU_POLICY_OPTIONS, CPUPolicyOptions, parse_cpu_policy_options
+from agent.alloc.cpumanager.policy import CPUManagerPolicy
 from agent.alloc.cpumanager.policy_static import PodCPUAllocation, StaticCPUPolicy, reserved_cpus_for
 from agent.alloc.cpumanager.state import CPUState, CPUStateError, validate_cpu_state
 

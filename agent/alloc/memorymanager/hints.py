@@ -37,7 +37,7 @@ from agent.alloc.topologymanager import (
     position_of,
 )
 
-__all__ = ["lattice_memory_hints", "best_listed_hint"]
+__all__ = ["Reusable", "best_listed_hint", "lattice_memory_hints"]
 
 Requests = Mapping[str, int]
 Reusable = Mapping[tuple[int, ...], Mapping[str, int]]
@@ -102,7 +102,7 @@ def lattice_memory_hints(
         return {}
     preferred = offered & (counts == min_affinity)
     hints = HintList.from_bitmaps(numa_info, masks=bitmap_from_flags(offered), preferred=bitmap_from_flags(preferred))
-    return {resource: hints for resource in requests}
+    return dict.fromkeys(requests, hints)
 
 
 def best_listed_hint(hints: HintList, within: int = 0) -> TopologyHint | None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from itertools import combinations
 
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError
-from agent.alloc.memorymanager.hints import best_listed_hint, lattice_memory_hints
+from agent.alloc.memorymanager.hints import Reusable, best_listed_hint, lattice_memory_hints
 from agent.alloc.memorymanager.state import Block, MemoryState, NUMAMemory
 from agent.alloc.pod_budget import validate_pod_budget
 from agent.alloc.topologymanager import (
@@ -99,13 +99,17 @@ class StaticMemoryPolicy:
 
     # -- hints ---------------------------------------------------------------------------
     def calculate_hints(
-        self, machine: dict[int, NUMAMemory], pod_uid: str, requests: Requests
+        self, machine: dict[int, NUMAMemory], requests: Requests, *, reusable: Reusable | None = None
     ) -> dict[str, list[TopologyHint]] | dict[str, HintList]:
-        """``calculateHints``: every NUMA subset that can hold every requested resource (empty when none)."""
+        """``calculateHints``: every NUMA subset that can hold every requested resource (empty when none).
+
+        ``reusable`` is the memory the pod's finished init containers left, by the exact NUMA set it sits on.
+        """
+        reusable = reusable or {}
         nodes = sorted(machine)
         numa_info = self._numa_info
         if numa_info is not None and len(nodes) > SMALL_LATTICE_NODES and numa_info.nodes == tuple(nodes):
-            return lattice_memory_hints(machine, requests, self._reusable.get(pod_uid, {}), numa_info)
+            return lattice_memory_hints(machine, requests, reusable, numa_info)
         min_affinity = len(nodes)
         masks: list[tuple[int, ...]] = []
         for size in range(1, len(nodes) + 1):
@@ -125,7 +129,7 @@ class StaticMemoryPolicy:
                     continue
                 if any(
                     sum(machine[n].tables[r].free if r in machine[n].tables else 0 for n in bits)
-                    + self._reusable_for(pod_uid, bits, r)
+                    + reusable.get(bits, {}).get(r, 0)
                     < requested
                     for r, requested in requests.items()
                 ):
@@ -148,7 +152,7 @@ class StaticMemoryPolicy:
         blocks = state.get(pod.uid, container.name)
         if blocks is not None:
             return _regenerate(blocks, requests)
-        return self.calculate_hints(state.machine, pod.uid, requests)
+        return self.calculate_hints(state.machine, requests, reusable=self._reusable.get(pod.uid))
 
     def pod_hints(self, state: MemoryState, pod: PodView) -> CompactProviderHints:
         """``GetPodTopologyHints`` (pod scope): pod-level budget, or the aggregate of the containers."""
@@ -164,7 +168,7 @@ class StaticMemoryPolicy:
                 return {resource: [] for resource in requests}
             if pod.uid in state.pod_blocks:
                 return _regenerate(state.pod_blocks[pod.uid], requests)
-            return self.calculate_hints(state.machine, pod.uid, requests)
+            return self.calculate_hints(state.machine, requests, reusable=self._reusable.get(pod.uid))
         requests = {k: v for k, v in pod_requested_memory(pod).items() if v > 0}
         if not requests:
             return None
@@ -172,7 +176,7 @@ class StaticMemoryPolicy:
             blocks = state.get(pod.uid, container.name)
             if blocks is not None:
                 return _regenerate(blocks, self.container_requests(pod, container))
-        return self.calculate_hints(state.machine, pod.uid, requests)
+        return self.calculate_hints(state.machine, requests, reusable=self._reusable.get(pod.uid))
 
     def _validate_budget(self, pod: PodView, budget: Requests) -> None:
         """``validatePodScopeResources`` for every memory resource of the pod budget."""
@@ -190,10 +194,11 @@ class StaticMemoryPolicy:
         """The hint's mask, defaulted, extended and checked as ``Allocate`` does."""
         best: tuple[tuple[int, ...], bool]
         if affinity is None:
-            hints = self.calculate_hints(machine, pod_uid, requests)
+            hints = self.calculate_hints(machine, requests, reusable=self._reusable.get(pod_uid))
             if not hints:
                 raise AllocationError(
-                    "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is available"
+                    "[memorymanager] failed to get the default NUMA affinity, no NUMA nodes with enough memory is "
+                    "available"
                 )
             default = _find_best(hints.get("memory", []))
             if default is None:
@@ -204,7 +209,7 @@ class StaticMemoryPolicy:
         else:
             best = (_bits(affinity), preferred)
         if not _satisfies(machine, best[0], requests):
-            hints = self.calculate_hints(machine, pod_uid, requests)
+            hints = self.calculate_hints(machine, requests, reusable=self._reusable.get(pod_uid))
             extended = _find_best(hints.get("memory", []), within=_mask(best[0]))
             if extended is None:
                 raise AllocationError("[memorymanager] failed to find NUMA nodes to extend the current topology hint")
@@ -274,11 +279,12 @@ class StaticMemoryPolicy:
                     continue
                 updated: list[Block] = []
                 for old in init_blocks:
+                    kept = old
                     if old.size and old.resource == block.resource and set(old.numa) == set(block.numa):
                         used = min(old.size, remaining)
                         remaining -= used
-                        old = Block(old.numa, old.resource, old.size - used)
-                    updated.append(old)
+                        kept = Block(old.numa, old.resource, old.size - used)
+                    updated.append(kept)
                 state.set(pod.uid, init.name, updated)
 
     def allocate_pod(
@@ -386,11 +392,12 @@ def _find_best(hints: list[TopologyHint] | HintList, within: int = 0) -> Topolog
     for hint in hints:
         if (hint.affinity or 0) & within != within:
             continue
-        if best is None or best.affinity is None:
-            best = hint
-        elif hint.preferred and not best.preferred:
-            best = hint
-        elif hint.preferred == best.preferred and is_narrower_than(hint.affinity or 0, best.affinity or 0):
+        if (
+            best is None
+            or best.affinity is None
+            or (hint.preferred and not best.preferred)
+            or (hint.preferred == best.preferred and is_narrower_than(hint.affinity or 0, best.affinity or 0))
+        ):
             best = hint
     return best
 

@@ -146,7 +146,8 @@ def validate_memory_state(state: MemoryState, expected_machine: dict[int, NUMAMe
     """
     if set(state.machine) != set(expected_machine):
         raise MemoryStateError(
-            f"NUMA nodes in the memory state {sorted(state.machine)} differ from the machine's {sorted(expected_machine)}"
+            f"NUMA nodes in the memory state {sorted(state.machine)} differ from the machine's "
+            f"{sorted(expected_machine)}"
         )
     accounted: list[Block] = []
     for uid, containers in state.blocks.items():
@@ -156,7 +157,7 @@ def validate_memory_state(state: MemoryState, expected_machine: dict[int, NUMAMe
             accounted.extend(blocks)
     for blocks in state.pod_blocks.values():
         accounted.extend(blocks)
-    counts = {node: 0 for node in state.machine}
+    counts = dict.fromkeys(state.machine, 0)
     groups: dict[int, tuple[int, ...]] = {}
     reserved_by_group: dict[tuple[tuple[int, ...], str], int] = {}
     for block in accounted:

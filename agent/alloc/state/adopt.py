@@ -62,7 +62,7 @@ def seed_observed(
         slices = CPUSet().union(*kept.values())
         candidates = [observed.pod, CPUSet().union(*observed.containers.values())]
         for candidate in candidates:
-            if candidate is not None and len(candidate) == total and slices <= candidate and candidate <= assignable:
+            if candidate is not None and len(candidate) == total and slices <= candidate <= assignable:
                 bubble = candidate
                 break
         if total and bubble is None:

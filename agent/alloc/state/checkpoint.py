@@ -131,8 +131,8 @@ class _Reader:
         if not isinstance(value, list):
             raise CheckpointError(f"{path}: expected a list of memory blocks")
         result = []
-        for i, item in enumerate(value):
-            item = cls.obj(item, f"{path}[{i}]")
+        for i, raw in enumerate(value):
+            item = cls.obj(raw, f"{path}[{i}]")
             numa = item.get("numaAffinity")
             if not isinstance(numa, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in numa):
                 raise CheckpointError(f"{path}[{i}].numaAffinity: expected a list of NUMA node ids")
@@ -147,11 +147,11 @@ def _memory_from_json(value: Any) -> MemoryState:
     r = _Reader
     data = r.obj(value, "data.memory")
     machine: dict[int, NUMAMemory] = {}
-    for key, node in r.obj(data.get("machineState"), "data.memory.machineState").items():
+    for key, raw in r.obj(data.get("machineState"), "data.memory.machineState").items():
         path = f"data.memory.machineState.{key}"
         if not str(key).isdigit():
             raise CheckpointError(f"{path}: NUMA node ids must be integers")
-        node = r.obj(node, path)
+        node = r.obj(raw, path)
         cells = node.get("cells")
         if not isinstance(cells, list) or not all(isinstance(c, int) for c in cells):
             raise CheckpointError(f"{path}.cells: expected a list of NUMA node ids")

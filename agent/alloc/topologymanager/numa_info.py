@@ -48,10 +48,10 @@ class NUMAInfo:
             return
         if len(self.distances) != len(nodes):
             raise HintError(f"NUMA distances have {len(self.distances)} rows for {len(nodes)} nodes {list(nodes)}")
-        for node, row in zip(nodes, self.distances):
+        for node, row in zip(nodes, self.distances, strict=True):
             if len(row) != len(nodes):
                 raise HintError(f"NUMA distances of node {node} have {len(row)} entries for {len(nodes)} nodes")
-            for other, value in zip(nodes, row):
+            for other, value in zip(nodes, row, strict=True):
                 if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _DISTANCE_LIMIT:
                     raise HintError(
                         f"NUMA distance from node {node} to node {other} is {value!r}: "

@@ -62,7 +62,7 @@ class TopologyPolicy(Protocol):
         """True when an admitted pod is always on one NUMA node (drives the aligned-resources metrics)."""
         ...
 
-    def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
+    def merge(self, providers: Sequence[CompactProviderHints], /) -> tuple[TopologyHint, bool]:
         """The best NUMA affinity for the providers' hints, and whether to admit."""
         ...
 
@@ -74,7 +74,7 @@ class NonePolicy:
     name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.NONE
     alignment_guaranteed: ClassVar[bool] = False
 
-    def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
+    def merge(self, _providers: Sequence[CompactProviderHints], /) -> tuple[TopologyHint, bool]:
         """``{nil, preferred}`` and admit, without looking at the hints."""
         return TopologyHint(None, True), True
 
@@ -104,7 +104,7 @@ class BestEffortPolicy(_MergingPolicy):
 
     name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.BEST_EFFORT
 
-    def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
+    def merge(self, providers: Sequence[CompactProviderHints], /) -> tuple[TopologyHint, bool]:
         """The best hint and ``True``."""
         return self._best(providers), True
 
@@ -115,7 +115,7 @@ class RestrictedPolicy(_MergingPolicy):
 
     name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.RESTRICTED
 
-    def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
+    def merge(self, providers: Sequence[CompactProviderHints], /) -> tuple[TopologyHint, bool]:
         """The best hint, admitted iff it is preferred."""
         best = self._best(providers)
         return best, best.preferred
@@ -133,7 +133,7 @@ class SingleNumaNodePolicy(_MergingPolicy):
     name: ClassVar[TopologyManagerPolicy] = TopologyManagerPolicy.SINGLE_NUMA_NODE
     alignment_guaranteed: ClassVar[bool] = True
 
-    def merge(self, providers: Sequence[CompactProviderHints]) -> tuple[TopologyHint, bool]:
+    def merge(self, providers: Sequence[CompactProviderHints], /) -> tuple[TopologyHint, bool]:
         """The best single-node hint (nil for "anywhere"), admitted iff preferred."""
         lists = [hint_list.single_numa() for hint_list in lists_from_providers(providers, self.numa_info)]
         best = self._merger.merge(lists)

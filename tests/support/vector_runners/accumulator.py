@@ -4,23 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.alloc.cpumanager.assignment.accumulator import Accumulator
 from tests.support import vectors
 
-from agent.alloc.cpumanager.assignment.accumulator import Accumulator
 
-
-def run(case: dict[str, Any], group: str | None) -> None:
+def run(case: dict[str, Any], _group: str | None) -> None:
     """Build the accumulator the case describes and compare the listed order or flags."""
     topology = vectors.topology(case["topology"])
     available = vectors.cpuset(case["available"])
     kind = case["kind"]
     if kind == "take":
-        acc = Accumulator(topology, available, case["num_cpus"])
+        acc = Accumulator.of_cpus(topology, available, case["num_cpus"])
         for cpus in case["take_sequence"]:
             acc.take(vectors.cpuset(cpus))
         assert (case["expect_satisfied"], case["expect_failed"]) == (acc.is_satisfied(), acc.is_failed())
         return
-    acc = Accumulator(topology, available, 0)
+    acc = Accumulator.of_cpus(topology, available, 0)
     if kind == "free_sockets_and_numa_nodes":
         assert (case["expect_sockets"], case["expect_numa_nodes"]) == (acc.free_sockets(), acc.free_numa_nodes())
         return

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from tests.support import vectors
-from agent.alloc.cpumanager import CPUState, CPUStateError, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
 from agent.alloc import OptionsError, PlacementError, parse_cpu_policy_options
+from agent.alloc.cpumanager import CPUState, CPUStateError, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
 from agent.alloc.topologymanager import mask_of
 from agent.cpuset import CPUSet
 from agent.pods.model import PodView, pod_from_dict
+from tests.support import vectors
 
 _ERROR_TYPES = {
     "error": "UnexpectedAdmissionError",

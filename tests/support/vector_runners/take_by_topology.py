@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.support import vectors
-from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology
 from agent.alloc import AllocationError
+from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology
+from tests.support import vectors
 
 _FUNCTIONS = {"takeByTopologyNUMAPacked": False, "takeByTopologyNUMADistributed": True}
 
@@ -31,7 +31,7 @@ def options_of(case: dict[str, Any]) -> TakeOptions:
     )
 
 
-def run(case: dict[str, Any], group: str | None) -> None:
+def run(case: dict[str, Any], _group: str | None) -> None:
     """Take ``request`` CPUs from ``available`` and compare with the kubelet's result or error."""
     topology = vectors.topology(case["topology"])
     available = vectors.cpuset(case["available"])

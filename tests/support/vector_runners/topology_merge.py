@@ -48,7 +48,7 @@ def outcome(best: TopologyHint, admit: bool) -> dict[str, Any]:
     return {"mask": mask, "preferred": best.preferred, "admit": admit}
 
 
-def run(case: dict[str, Any], group: str | None) -> None:
+def run(case: dict[str, Any], _group: str | None) -> None:
     """Both merges give the expected hint and admission."""
     info = numa_info(case)
     prefer_closest = bool(case["policy_options"].get("prefer-closest-numa-nodes", False))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -72,8 +72,8 @@ class TestKEPWorkedExamples:
         decision = planner(topologyManagerPolicy="best-effort").admit(kep_pod_no_shared_room())
         assert (False, "EmptyPodSharedPoolError") == (decision.admitted, decision.reason)
         assert (
-            "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared containers"
-            == decision.message
+            "pod rejected, sum of exclusive container cpu requests equals pod budget, leaving no cpus for shared "
+            "containers" == decision.message
         )
 
 
@@ -164,7 +164,11 @@ class TestAdmission:
         plan = p.plan([sidecar_pod]).pods[0]
         mesh, app, log = plan.container("mesh"), plan.container("app"), plan.container("log")
         assert ("exclusive", "exclusive", "pod_shared") == (mesh.pool, app.pool, log.pool)
-        assert mesh.cpus.is_disjoint(app.cpus) and mesh.cpus.is_disjoint(log.cpus) and app.cpus.is_disjoint(log.cpus)
+        assert (True, True, True) == (
+            mesh.cpus.is_disjoint(app.cpus),
+            mesh.cpus.is_disjoint(log.cpus),
+            app.cpus.is_disjoint(log.cpus),
+        )
         assert plan.bubble == mesh.cpus | app.cpus | log.cpus
 
 
@@ -212,7 +216,7 @@ class TestPlanValues:
 
 
 class TestMemoryStatic:
-    CONFIG = {
+    CONFIG: ClassVar[dict[str, Any]] = {
         "memoryManagerPolicy": "Static",
         "systemReserved": {"memory": "924Mi"},
         "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,14 +18,26 @@ from tests.support.podfactory import container, make_pod, resources, sidecar
 
 TOPOLOGY = machine(sockets=2, numa_per_socket=2, cores_per_numa=4, threads=2, memory_gib=8)
 
-#: Container resources as keyword arguments of ``container``/``sidecar``: an exclusive candidate or a shared one.
+
+class Amounts(TypedDict, total=False):
+    """Container resources as keyword arguments of ``container``/``sidecar``."""
+
+    cpu: str
+    memory: str
+    cpu_request: str
+    cpu_limit: str
+    memory_request: str
+    memory_limit: str
+
+
+#: An exclusive candidate, or one of three shared containers.
 container_specs = st.one_of(
-    st.integers(1, 4).map(lambda n: {"cpu": str(n), "memory": "256Mi"}),
+    st.integers(1, 4).map(lambda n: Amounts(cpu=str(n), memory="256Mi")),
     st.sampled_from(
         [
-            {"cpu_request": "100m", "cpu_limit": "500m", "memory_request": "64Mi", "memory_limit": "128Mi"},
-            {"cpu": "250m", "memory": "64Mi"},
-            {},
+            Amounts(cpu_request="100m", cpu_limit="500m", memory_request="64Mi", memory_limit="128Mi"),
+            Amounts(cpu="250m", memory="64Mi"),
+            Amounts(),
         ]
     ),
 )
@@ -120,7 +132,8 @@ def test_random_sequences_keep_invariants(
                     for cpu in c.cpus:
                         assert exclusive.setdefault(cpu, pod_plan.uid + c.name) == pod_plan.uid + c.name
                 if c.pool == "pod_shared":
-                    assert pod_plan.bubble is not None and c.cpus <= pod_plan.bubble
+                    assert pod_plan.bubble is not None
+                    assert c.cpus <= pod_plan.bubble
                 if c.pool == "node_shared":
                     assert plan.shared_pool == c.cpus
     for pod in pods.values():

@@ -6,15 +6,6 @@ import errno
 from pathlib import Path
 
 import pytest
-from tests.support.cgroupfs_builder import (
-    FaultyOps,
-    FixtureTree,
-    RecordingOps,
-    build_tree,
-    container_hex,
-    pod_uid,
-    remove_cgroup,
-)
 
 from agent.cgroups.errors import (
     CgroupPathError,
@@ -35,6 +26,15 @@ from agent.cgroups.fs import (
     parse_cpu_max,
 )
 from agent.cpuset import CPUSet
+from tests.support.cgroupfs_builder import (
+    FaultyOps,
+    FixtureTree,
+    RecordingOps,
+    build_tree,
+    container_hex,
+    pod_uid,
+    remove_cgroup,
+)
 
 C = CPUSet.parse
 

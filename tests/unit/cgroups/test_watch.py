@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from agent.cgroups.layout import Runtime, detect_layout
-from agent.pods import QOSClass
 from agent.cgroups.watch import (
     CgroupRemoved,
     CgroupWatcher,
@@ -26,6 +25,7 @@ from agent.cgroups.watch import (
     WatchEvent,
     WatchMode,
 )
+from agent.pods import QOSClass
 from tests.support.cgroupfs_builder import FixtureTree, build_tree, container_hex, pod_uid
 
 _IN_Q_OVERFLOW = 0x4000
@@ -167,7 +167,7 @@ class FakeINotify:
     ``on_add`` runs for each watched path before the watch is "added" and may raise.
     """
 
-    def __init__(self, on_add: Callable[[Path], None] = lambda path: None) -> None:
+    def __init__(self, on_add: Callable[[Path], None] = lambda _path: None) -> None:
         self.read_fd, self.write_fd = os.pipe()
         self.on_add = on_add
         self.watches: dict[int, Path] = {}
@@ -177,16 +177,16 @@ class FakeINotify:
     def fileno(self) -> int:
         return self.read_fd
 
-    def add_watch(self, path: Path, mask: int) -> int:
+    def add_watch(self, path: Path, _mask: int, /) -> int:
         self.on_add(Path(path))
         wd = len(self.watches) + 1
         self.watches[wd] = Path(path)
         return wd
 
-    def rm_watch(self, wd: int) -> None:
+    def rm_watch(self, wd: int, /) -> None:
         self.watches.pop(wd)
 
-    def read(self, timeout: int | None = None) -> list[FakeEvent]:
+    def read(self, _timeout: int | None = None, /) -> list[FakeEvent]:
         os.read(self.read_fd, 4096)
         with self.lock:
             found, self.pending = self.pending, []

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import sysfs_builder as sb
 from agent.cli import build_parser, main
 from agent.cpuset import CPUSet
 from agent.topology.codec import topology_from_dict, topology_to_dict
 from agent.topology.render import format_bytes
+from tests.support import sysfs_builder as sb
 from tests.support.paths import REPO
 
 EXAMPLE = REPO / "deploy" / "examples" / "topology-2s.json"

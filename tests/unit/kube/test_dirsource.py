@@ -14,7 +14,6 @@ from structlog.testing import capture_logs
 
 from agent.kube import DirSource
 from agent.pods import ManifestError, parse_manifest, stable_uid
-
 from tests.support.pod_events import Collector, names, running
 
 NODE = "node-1"
@@ -221,8 +220,10 @@ class TestParseManifest:
             (
                 "a.yaml",
                 b"kind: Pod\nmetadata: {name: [x\n",
-                "a.yaml: cannot parse: line 3, column 1: expected ',' or ']', "
-                "but got '<stream end>' (while parsing a flow sequence)",
+                (
+                    "a.yaml: cannot parse: line 3, column 1: expected ',' or ']', "
+                    "but got '<stream end>' (while parsing a flow sequence)"
+                ),
             ),
             ("b.json", b'{"kind": ', "b.json: cannot parse: Expecting value: line 1 column 10 (char 9)"),
             ("c.yaml", b"\xff\xfe", "c.yaml: not UTF-8 text (invalid start byte at byte 0)"),

@@ -14,8 +14,7 @@ import pytest
 from kubernetes import client
 from structlog.testing import capture_logs
 
-from agent.kube import EventOutcome, EventRecorder, EventStats
-
+from agent.kube import CoreCalls, EventOutcome, EventRecorder, EventStats
 from tests.support.apiserver_emulator import ApiServerEmulator
 
 NODE = "node-1"
@@ -52,10 +51,11 @@ def client_events(em: ApiServerEmulator) -> list[dict[str, Any]]:
     return out
 
 
-def api_at(port: int) -> client.CoreV1Api:
+def api_at(port: int) -> CoreCalls:
+    """The agent's API calls aimed at 127.0.0.1:``port`` (where nothing, or nothing useful, answers)."""
     configuration = client.Configuration()
     configuration.host = f"http://127.0.0.1:{port}"
-    return client.CoreV1Api(client.ApiClient(configuration))
+    return CoreCalls(client.ApiClient(configuration))
 
 
 class TestPosting:
@@ -212,7 +212,7 @@ class TestFailures:
         busy, release = threading.Event(), threading.Event()
         outcomes: list[EventOutcome] = []
 
-        def hook(event_type: str, outcome: EventOutcome) -> None:
+        def hook(_event_type: str, outcome: EventOutcome) -> None:
             outcomes.append(outcome)
             if not busy.is_set():
                 busy.set()

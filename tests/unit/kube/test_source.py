@@ -12,7 +12,6 @@ import pytest
 from structlog.testing import capture_logs
 
 from agent.kube import KubeConfigError, KubeSource, PodEvent, load_api
-
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.pod_events import Collector, running
 
@@ -181,7 +180,7 @@ class TestResume:
         delays: list[float] = []
         emulator.fail_next(1, 503)
 
-        def sleep(stop: threading.Event, seconds: float) -> None:
+        def sleep(_stop: threading.Event, seconds: float) -> None:
             delays.append(seconds)
 
         with running(source(emulator, backoff=(0.4, 10.0), sleep=sleep, jitter=lambda: 0.25)) as got:
@@ -263,10 +262,10 @@ class TestStop:
     def test_emit_errors_propagate(self, emulator: ApiServerEmulator) -> None:
         """An exception from the consumer's emit ends run() instead of being retried as a watch failure."""
 
-        def emit(event: PodEvent) -> None:
+        def emit(_event: PodEvent) -> None:
             raise RuntimeError("consumer bug")
 
-        with pytest.raises(RuntimeError, match="^consumer bug$"):
+        with pytest.raises(RuntimeError, match=r"^consumer bug$"):
             source(emulator).run(emit, threading.Event())
 
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from tests.support import vectors
 from agent.pods import (
     container_exclusive_cpus,
     container_memory_eligible,
@@ -16,6 +15,7 @@ from agent.pods import (
     pod_level_memory,
     uses_pod_level_path,
 )
+from tests.support import vectors
 from tests.support.podfactory import container, from_vector, make_pod, resources, sidecar
 
 GI = 2**30
@@ -25,36 +25,114 @@ _HP = {"hugepages-2Mi": "256Mi"}
 # (id, raw pod, container name, expected exclusive CPUs, expected memory eligibility)
 _CONTAINERS: list[Any] = [
     ("977m-is-not-integral", make_pod(containers=[container("c", cpu="977m", memory="1G")]), "c", 0, True),
-    ("burstable-1000m-2000m", make_pod(containers=[container("c", cpu_request="1000m", cpu_limit="2000m", memory="1G")]), "c", 0, False),
+    (
+        "burstable-1000m-2000m",
+        make_pod(containers=[container("c", cpu_request="1000m", cpu_limit="2000m", memory="1G")]),
+        "c",
+        0,
+        False,
+    ),
     ("integral-2", make_pod(containers=[container("c", cpu="2", memory="1G")]), "c", 2, True),
     ("integral-in-millis", make_pod(containers=[container("c", cpu="4000m", memory="1G")]), "c", 4, True),
-    ("guaranteed-init-container",
-     make_pod(containers=[container("a", cpu="1", memory="1G")], init_containers=[container("i", cpu="3", memory="1G")]), "i", 3, True),
-    ("guaranteed-sidecar",
-     make_pod(containers=[container("a", cpu="1", memory="1G")], init_containers=[sidecar("s", cpu="1", memory="1G")]),
-     "s", 1, True),
+    (
+        "guaranteed-init-container",
+        make_pod(
+            containers=[container("a", cpu="1", memory="1G")], init_containers=[container("i", cpu="3", memory="1G")]
+        ),
+        "i",
+        3,
+        True,
+    ),
+    (
+        "guaranteed-sidecar",
+        make_pod(
+            containers=[container("a", cpu="1", memory="1G")], init_containers=[sidecar("s", cpu="1", memory="1G")]
+        ),
+        "s",
+        1,
+        True,
+    ),
     ("besteffort-pod", make_pod(containers=[container("c")]), "c", 0, False),
-    ("status-qos-burstable", make_pod(containers=[container("c", cpu="2", memory="1G")], qos_class="Burstable"), "c", 0, False),
-    ("pod-level-cpu-only-container",
-     make_pod(containers=[container("c", cpu="1"), container("d")], pod_resources=resources(cpu="4", memory="1Gi")), "c", 0, False),
-    ("pod-level-equivalent-guaranteed",
-     make_pod(containers=[container("c", cpu="2", memory="512Mi"), container("d")], pod_resources=resources(cpu="4", memory="1Gi")),
-     "c", 2, True),
-    ("pod-level-memory-only-eligible",
-     make_pod(containers=[container("c", cpu="500m", memory="512Mi"), container("d")], pod_resources=resources(cpu="4", memory="1Gi")),
-     "c", 0, True),
-    ("pod-level-request-below-limit",
-     make_pod(containers=[container("c", cpu_request="1", cpu_limit="2", memory="512Mi")], pod_resources=resources(cpu="4", memory="1Gi")), "c", 0, False),
-    ("pod-level-no-resources",
-     make_pod(containers=[container("c")], pod_resources=resources(cpu="4", memory="1Gi")), "c", 0, False),
-    ("pod-level-zero-cpu",
-     make_pod(containers=[container("c", cpu="0", memory="512Mi")], pod_resources=resources(cpu="4", memory="1Gi")), "c", 0, False),
-    ("pod-level-burstable-pod",
-     make_pod(containers=[container("c", cpu="2", memory="2Gi")], pod_resources=resources(cpu_limit="4", memory_limit="4Gi")), "c", 0, False),
-    ("pod-level-sidecar",
-     make_pod(containers=[container("a")], init_containers=[sidecar("s", cpu="1", memory="64Mi")],
-              pod_resources=resources(cpu="3", memory="1Gi")), "s", 1, True),
-]  # fmt: skip
+    (
+        "status-qos-burstable",
+        make_pod(containers=[container("c", cpu="2", memory="1G")], qos_class="Burstable"),
+        "c",
+        0,
+        False,
+    ),
+    (
+        "pod-level-cpu-only-container",
+        make_pod(containers=[container("c", cpu="1"), container("d")], pod_resources=resources(cpu="4", memory="1Gi")),
+        "c",
+        0,
+        False,
+    ),
+    (
+        "pod-level-equivalent-guaranteed",
+        make_pod(
+            containers=[container("c", cpu="2", memory="512Mi"), container("d")],
+            pod_resources=resources(cpu="4", memory="1Gi"),
+        ),
+        "c",
+        2,
+        True,
+    ),
+    (
+        "pod-level-memory-only-eligible",
+        make_pod(
+            containers=[container("c", cpu="500m", memory="512Mi"), container("d")],
+            pod_resources=resources(cpu="4", memory="1Gi"),
+        ),
+        "c",
+        0,
+        True,
+    ),
+    (
+        "pod-level-request-below-limit",
+        make_pod(
+            containers=[container("c", cpu_request="1", cpu_limit="2", memory="512Mi")],
+            pod_resources=resources(cpu="4", memory="1Gi"),
+        ),
+        "c",
+        0,
+        False,
+    ),
+    (
+        "pod-level-no-resources",
+        make_pod(containers=[container("c")], pod_resources=resources(cpu="4", memory="1Gi")),
+        "c",
+        0,
+        False,
+    ),
+    (
+        "pod-level-zero-cpu",
+        make_pod(containers=[container("c", cpu="0", memory="512Mi")], pod_resources=resources(cpu="4", memory="1Gi")),
+        "c",
+        0,
+        False,
+    ),
+    (
+        "pod-level-burstable-pod",
+        make_pod(
+            containers=[container("c", cpu="2", memory="2Gi")],
+            pod_resources=resources(cpu_limit="4", memory_limit="4Gi"),
+        ),
+        "c",
+        0,
+        False,
+    ),
+    (
+        "pod-level-sidecar",
+        make_pod(
+            containers=[container("a")],
+            init_containers=[sidecar("s", cpu="1", memory="64Mi")],
+            pod_resources=resources(cpu="3", memory="1Gi"),
+        ),
+        "s",
+        1,
+        True,
+    ),
+]
 
 
 @pytest.mark.parametrize(
@@ -76,17 +154,38 @@ def test_container_memory_requests_are_memory_and_hugepages_above_zero() -> None
 
 # (id, raw pod, expected pod_level_cpus, expected pod_level_memory, expected uses_pod_level_path)
 _PODS: list[Any] = [
-    ("guaranteed-pod-level",
-     make_pod(containers=[container("c", limits={"cpu": "1", "memory": "1Gi", **_HP})],
-              pod_resources={"requests": {"cpu": "4", "memory": "2Gi", **_HP},
-                             "limits": {"cpu": "4", "memory": "2Gi", **_HP}}),
-     4, {"memory": 2 * GI, "hugepages-2Mi": 256 * MI}, True),
-    ("non-integral-pod-cpu", make_pod(containers=[container("c")], pod_resources=resources(cpu="4500m", memory="1Gi")),
-     0, {"memory": GI}, True),
-    ("burstable-pod-level", make_pod(containers=[container("c", cpu_request="2", memory_request="2Gi")], pod_resources=resources(cpu_limit="4", memory_limit="4Gi")),
-     0, {}, False),
+    (
+        "guaranteed-pod-level",
+        make_pod(
+            containers=[container("c", limits={"cpu": "1", "memory": "1Gi", **_HP})],
+            pod_resources={
+                "requests": {"cpu": "4", "memory": "2Gi", **_HP},
+                "limits": {"cpu": "4", "memory": "2Gi", **_HP},
+            },
+        ),
+        4,
+        {"memory": 2 * GI, "hugepages-2Mi": 256 * MI},
+        True,
+    ),
+    (
+        "non-integral-pod-cpu",
+        make_pod(containers=[container("c")], pod_resources=resources(cpu="4500m", memory="1Gi")),
+        0,
+        {"memory": GI},
+        True,
+    ),
+    (
+        "burstable-pod-level",
+        make_pod(
+            containers=[container("c", cpu_request="2", memory_request="2Gi")],
+            pod_resources=resources(cpu_limit="4", memory_limit="4Gi"),
+        ),
+        0,
+        {},
+        False,
+    ),
     ("classic-guaranteed", make_pod(containers=[container("c", cpu="4", memory="1Gi")]), 0, {}, False),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("raw", "cpus", "memory", "path"), [pytest.param(r, c, m, p, id=i) for i, r, c, m, p in _PODS])

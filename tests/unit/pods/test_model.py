@@ -36,13 +36,27 @@ class TestFields:
         )
         pod = pod_from_dict(raw)
         expected = (
-            "1234", "prod", "web", "n7", "2026-01-02T03:04:05Z", "2026-01-02T04:00:00Z", "Running", "linux",
+            "1234",
+            "prod",
+            "web",
+            "n7",
+            "2026-01-02T03:04:05Z",
+            "2026-01-02T04:00:00Z",
+            "Running",
+            "linux",
             {"cpu": 250, "memory": 120 * MI},
-        )  # fmt: skip
+        )
         actual = (
-            pod.uid, pod.namespace, pod.name, pod.node_name, pod.creation_timestamp, pod.deletion_timestamp,
-            pod.phase, pod.os_name, dict(pod.overhead),
-        )  # fmt: skip
+            pod.uid,
+            pod.namespace,
+            pod.name,
+            pod.node_name,
+            pod.creation_timestamp,
+            pod.deletion_timestamp,
+            pod.phase,
+            pod.os_name,
+            dict(pod.overhead),
+        )
         assert expected == actual
 
     def test_missing_namespace_is_default(self) -> None:
@@ -60,8 +74,14 @@ class TestFields:
         }
         pod = pod_from_dict(raw)
         expected = ("default", None, None, (), ResourceSpec(), "BestEffort")
-        actual = (pod.namespace, pod.node_name, pod.creation_timestamp, pod.init_containers,
-                  pod.container("a").resources, pod.qos)  # fmt: skip
+        actual = (
+            pod.namespace,
+            pod.node_name,
+            pod.creation_timestamp,
+            pod.init_containers,
+            pod.container("a").resources,
+            pod.qos,
+        )
         assert expected == actual
 
     def test_full_name_is_namespace_slash_name(self) -> None:
@@ -89,8 +109,13 @@ class TestContainers:
             init_containers=[container("setup"), sidecar("proxy"), container("migrate", restart_policy="Never")],
         )
         pod = pod_from_dict(raw)
-        expected = [("setup", "init", 0), ("proxy", "sidecar", 1), ("migrate", "init", 2),
-                    ("app1", "app", 0), ("app2", "app", 1)]  # fmt: skip
+        expected = [
+            ("setup", "init", 0),
+            ("proxy", "sidecar", 1),
+            ("migrate", "init", 2),
+            ("app1", "app", 0),
+            ("app2", "app", 1),
+        ]
         assert expected == [(c.name, c.kind, c.index) for c in pod.all_containers]
 
     def test_restart_policy_on_app_container_does_not_change_kind(self) -> None:
@@ -148,10 +173,12 @@ class TestQuantities:
             ({"cpu": "0.5m", "memory": "1.5"}, {"cpu": 1, "memory": 2}),
             ({"cpu": 2, "memory": "1G"}, {"cpu": 2000, "memory": 10**9}),
             ({"cpu": "1e3", "hugepages-2Mi": "1Gi"}, {"cpu": 10**6, "hugepages-2Mi": GI}),
-            ({"cpu": "977m", "example.com/gpu": "2", "ephemeral-storage": "10Gi"},
-             {"cpu": 977, "example.com/gpu": 2, "ephemeral-storage": 10 * GI}),
+            (
+                {"cpu": "977m", "example.com/gpu": "2", "ephemeral-storage": "10Gi"},
+                {"cpu": 977, "example.com/gpu": 2, "ephemeral-storage": 10 * GI},
+            ),
         ],
-    )  # fmt: skip
+    )
     def test_planner_integers(self, raw: dict[str, Any], expected: dict[str, int]) -> None:
         """cpu becomes millicores, everything else Value(), both rounded up."""
         pod = pod_from_dict(make_pod(containers=[container("a", limits=raw)]))
@@ -159,10 +186,24 @@ class TestQuantities:
 
     @pytest.mark.parametrize(
         ("text", "expected"),
-        [("1500m", "1500m"), ("1000m", "1"), ("0.1", "100m"), ("2000", "2k"), ("1500", "1500"),
-         ("2048Mi", "2Gi"), ("1.5Gi", "1536Mi"), ("0.5Ki", "512"), ("1G", "1G"), ("1e3", "1e3"),
-         ("1000Ki", "1000Ki"), ("0", "0"), ("1e-10", "1e-9"), ("0.0000000001", "1n"), ("-1Gi", "-1Gi")],
-    )  # fmt: skip
+        [
+            ("1500m", "1500m"),
+            ("1000m", "1"),
+            ("0.1", "100m"),
+            ("2000", "2k"),
+            ("1500", "1500"),
+            ("2048Mi", "2Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("0.5Ki", "512"),
+            ("1G", "1G"),
+            ("1e3", "1e3"),
+            ("1000Ki", "1000Ki"),
+            ("0", "0"),
+            ("1e-10", "1e-9"),
+            ("0.0000000001", "1n"),
+            ("-1Gi", "-1Gi"),
+        ],
+    )
     def test_canonical_form(self, text: str, expected: str) -> None:
         """Amounts print as Quantity.String() does, which is what API messages quote."""
         assert expected == str(Amount.parse(text))
@@ -205,8 +246,10 @@ class TestPodLevelDefaulting:
                 pod_resources=resources(cpu_limit="4", memory_limit="4Gi"),
             )
         )
-        expected = (ResourceSpec(requests={"cpu": 2000, "memory": 2 * GI}, limits={"cpu": 4000, "memory": 4 * GI}),
-                    "Burstable")  # fmt: skip
+        expected = (
+            ResourceSpec(requests={"cpu": 2000, "memory": 2 * GI}, limits={"cpu": 4000, "memory": 4 * GI}),
+            "Burstable",
+        )
         assert expected == (pod.pod_resources, pod.qos)
 
     def test_limits_without_container_requests_default_to_limits(self) -> None:
@@ -296,16 +339,32 @@ class TestEffectiveRequests:
             ([container("a", cpu_request="1"), container("b", cpu_request="2")], [], {"cpu": 3000}),
             ([container("a", cpu_request="1")], [container("i", cpu_request="4")], {"cpu": 4000}),
             # sidecar before the init container: the init container runs next to it
-            ([container("a", cpu_request="1")], [sidecar("s", cpu_request="1"), container("i", cpu_request="3")], {"cpu": 4000}),
+            (
+                [container("a", cpu_request="1")],
+                [sidecar("s", cpu_request="1"), container("i", cpu_request="3")],
+                {"cpu": 4000},
+            ),
             # sidecar after the init container: the init container runs alone
-            ([container("a", cpu_request="1")], [container("i", cpu_request="3"), sidecar("s", cpu_request="1")], {"cpu": 3000}),
+            (
+                [container("a", cpu_request="1")],
+                [container("i", cpu_request="3"), sidecar("s", cpu_request="1")],
+                {"cpu": 3000},
+            ),
             # sidecars always add to the app sum
-            ([container("a", cpu_request="2")], [container("i", cpu_request="1"), sidecar("s", cpu_request="500m")], {"cpu": 2500}),
+            (
+                [container("a", cpu_request="2")],
+                [container("i", cpu_request="1"), sidecar("s", cpu_request="500m")],
+                {"cpu": 2500},
+            ),
             # resources are maximised independently
-            ([container("a", cpu_request="1", memory_request="4Gi")], [container("i", cpu_request="3", memory_request="1Gi")], {"cpu": 3000, "memory": 4 * GI}),
+            (
+                [container("a", cpu_request="1", memory_request="4Gi")],
+                [container("i", cpu_request="3", memory_request="1Gi")],
+                {"cpu": 3000, "memory": 4 * GI},
+            ),
             ([container("a")], [], {}),
         ],
-    )  # fmt: skip
+    )
     def test_aggregate_formula(self, app: list[Any], init: list[Any], expected: dict[str, int]) -> None:
         """max(sum(app) + sum(sidecars), max_i(init_i + sidecars declared before i)), per resource."""
         assert expected == dict(effective_requests(pod_from_dict(make_pod(containers=app, init_containers=init))))

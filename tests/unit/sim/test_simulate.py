@@ -176,7 +176,7 @@ class TestSeedMesh:
         assert expected == (status, err, rows["exclusive CPUs"], rows["total CPUs"], "onto 40 nodes" in out)
 
     def test_pod_manifests(self) -> None:
-        """Per container the sidecars are 1-CPU Guaranteed; pod-level the budget is 5 CPUs / 4480Mi, sidecars as written."""
+        """Per container the sidecars are 1-CPU Guaranteed; pod-level the budget is 5 CPUs / 4480Mi as written."""
         template = preset("seed-mesh").pods[0]
         before, after = pod_manifest(template, "per-container", 7), pod_manifest(template, "pod-level", 7)
         whole = {"requests": {"cpu": "1", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}

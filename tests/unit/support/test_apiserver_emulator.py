@@ -7,16 +7,17 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import pytest
 import urllib3
-from kubernetes import watch
-from kubernetes.client import CoreV1Api
+from kubernetes.client import V1Pod
 from kubernetes.client.exceptions import ApiException
 
+from agent.kube import CoreCalls
 from tests.support.apiserver_emulator import ApiServerEmulator, RequestRecord
+from tests.support.kubewatch import TypedWatch
 
 
 def pod(
@@ -30,6 +31,12 @@ def pod(
     if labels:
         metadata["labels"] = labels
     return {"metadata": metadata, "spec": spec}
+
+
+def _name(pod: V1Pod) -> str | None:
+    """A client model pod's name."""
+    assert pod.metadata is not None
+    return pod.metadata.name
 
 
 @pytest.fixture
@@ -49,15 +56,15 @@ def raw_get(em: ApiServerEmulator, target: str) -> tuple[http.client.HTTPRespons
     return response, body
 
 
-def list_names(api: CoreV1Api, **kwargs: Any) -> tuple[list[str], str]:
+def list_names(api: CoreCalls, **kwargs: Any) -> tuple[list[str], str]:
     """Names of the pods a list returns, and the list's resourceVersion."""
     doc = json.loads(api.list_pod_for_all_namespaces(_preload_content=False, **kwargs).data)
     return [p["metadata"]["name"] for p in doc["items"]], doc["metadata"]["resourceVersion"]
 
 
-def take(api: CoreV1Api, n: int, **kwargs: Any) -> list[tuple[str, str | None]]:
+def take(api: CoreCalls, n: int, **kwargs: Any) -> list[tuple[str, str | None]]:
     """The first ``n`` watch events as (type, pod name), read through the official Watch."""
-    watcher = watch.Watch(return_type=object)
+    watcher = TypedWatch()
     out: list[tuple[str, str | None]] = []
     kwargs.setdefault("timeout_seconds", 5)
     for event in watcher.stream(api.list_pod_for_all_namespaces, **kwargs):
@@ -86,21 +93,25 @@ class TestList:
         emulator.add_pod(pod("a", namespace="x", labels={"app": "db", "tier": "1"}))
         emulator.add_pod(pod("b", namespace="x", labels={"app": "db", "tier": "2"}))
         emulator.add_pod(pod("c", namespace="y", labels={"app": "db"}))
-        doc = json.loads(
-            emulator.core_v1().list_namespaced_pod("x", label_selector="app=db,tier!=2", _preload_content=False).data
+        # With _preload_content=False the client returns the raw HTTP response; its annotation says V1PodList.
+        response = cast(
+            urllib3.BaseHTTPResponse,
+            emulator.core_v1().list_namespaced_pod("x", label_selector="app=db,tier!=2", _preload_content=False),
         )
+        doc = json.loads(response.data)
         assert ["a"] == [p["metadata"]["name"] for p in doc["items"]]
 
     def test_list_items_deserialise_with_the_client_models(self, emulator: ApiServerEmulator) -> None:
         """A preloaded list goes through the client's own model deserialisation."""
         emulator.add_pod(pod("a", "n1"))
         result = emulator.core_v1().list_pod_for_all_namespaces()
-        assert ["a"] == [p.metadata.name for p in result.items]
+        assert ["a"] == [_name(p) for p in result.items]
 
     def test_unsupported_field_is_400(self, emulator: ApiServerEmulator) -> None:
         """An unknown field label is refused with 400 and the real server's message."""
         with pytest.raises(ApiException) as caught:
             emulator.api().list_pod_for_all_namespaces(field_selector="spec.bogus=1")
+        assert caught.value.body is not None
         assert (400, 'field label not supported: "spec.bogus"') == (
             caught.value.status,
             json.loads(caught.value.body)["message"],
@@ -137,7 +148,7 @@ class TestWatch:
         """A change made while a watch is open is streamed to it."""
         version = str(emulator.resource_version)
         api = emulator.api()
-        watcher = watch.Watch(return_type=object)
+        watcher = TypedWatch()
         stream = watcher.stream(api.list_pod_for_all_namespaces, resource_version=version, timeout_seconds=5)
         emulator.add_pod(pod("late", "n1"))
         event = next(stream)
@@ -182,7 +193,7 @@ class TestWatch:
         """send_bookmarks() gives a BOOKMARK with the current version to watches that allow them."""
         api = emulator.api()
         version = str(emulator.resource_version)
-        watcher = watch.Watch(return_type=object)
+        watcher = TypedWatch()
         stream = watcher.stream(
             api.list_pod_for_all_namespaces,
             resource_version=version,
@@ -191,9 +202,12 @@ class TestWatch:
             timeout_seconds=5,
         )
         emulator.add_pod(pod("elsewhere", "n2"))
-        helper = threading.Thread(
-            target=lambda: emulator.wait_for(lambda em: em.active_watches == 1) and emulator.send_bookmarks()
-        )
+
+        def bookmark_once_watching() -> None:
+            if emulator.wait_for(lambda em: em.active_watches == 1):
+                emulator.send_bookmarks()
+
+        helper = threading.Thread(target=bookmark_once_watching)
         helper.start()
         event = next(stream)
         helper.join()
@@ -224,7 +238,7 @@ class TestWatch:
 
     def test_drop_watches_abrupt_breaks_the_stream(self, emulator: ApiServerEmulator) -> None:
         """An abrupt drop reaches the client as a protocol error mid-stream."""
-        watcher = watch.Watch(return_type=object)
+        watcher = TypedWatch()
         stream = watcher.stream(emulator.api().list_pod_for_all_namespaces, resource_version="1", timeout_seconds=5)
         emulator.add_pod(pod("a"))
         next(stream)
@@ -234,7 +248,7 @@ class TestWatch:
 
     def test_drop_watches_graceful_ends_the_stream(self, emulator: ApiServerEmulator) -> None:
         """A graceful drop ends the stream normally."""
-        watcher = watch.Watch(return_type=object)
+        watcher = TypedWatch()
         stream = watcher.stream(emulator.api().list_pod_for_all_namespaces, resource_version="1", timeout_seconds=5)
         emulator.add_pod(pod("a"))
         next(stream)
@@ -326,7 +340,7 @@ class TestControl:
     def test_add_existing_pod_is_refused(self, emulator: ApiServerEmulator) -> None:
         """Adding a pod twice is a test bug, reported as such."""
         emulator.add_pod(pod("a"))
-        with pytest.raises(ValueError, match="^pod default/a already exists$"):
+        with pytest.raises(ValueError, match=r"^pod default/a already exists$"):
             emulator.add_pod(pod("a"))
 
     def test_update_keeps_uid(self, emulator: ApiServerEmulator) -> None:

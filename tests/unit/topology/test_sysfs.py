@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import pyudev  # type: ignore[import-untyped]
 
-from tests.support import sysfs_builder as sb
 from agent.topology.codec import topology_to_dict
 from agent.topology.devices import (
     CPUHotplugEvent,
@@ -33,6 +32,7 @@ from agent.topology.devices import (
 )
 from agent.topology.model import Device
 from agent.topology.sysfs import SysfsError, read_topology
+from tests.support import sysfs_builder as sb
 
 
 @pytest.fixture(scope="session")

@@ -54,24 +54,20 @@ class Accumulator:
         needed: CPUs still to take (negative if a whole domain overshot).
     """
 
-    __slots__ = ("_d", "available_mask", "result_mask", "needed", "_spread")
+    __slots__ = ("_d", "_spread", "available_mask", "needed", "result_mask")
 
-    def __init__(self, topology: Topology, available: CPUSet, count: int, *, spread: bool = False) -> None:
-        self._setup(domains_of(topology), available.mask, count, spread)
-
-    @classmethod
-    def of_mask(cls, domains: Domains, available: int, count: int, spread: bool) -> Accumulator:
-        """An accumulator over prebuilt domain tables and an available-CPU mask (no CPUSet round trip)."""
-        acc = cls.__new__(cls)
-        acc._setup(domains, available, count, spread)
-        return acc
-
-    def _setup(self, domains: Domains, available: int, count: int, spread: bool) -> None:
+    def __init__(self, domains: Domains, available: int, count: int, *, spread: bool = False) -> None:
+        """An accumulator over prebuilt domain tables and an available-CPU mask (the takers' fast path)."""
         self._d = domains
         self.available_mask = available & domains.online
         self.result_mask = 0
         self.needed = count
         self._spread = spread
+
+    @classmethod
+    def of_cpus(cls, topology: Topology, available: CPUSet, count: int, *, spread: bool = False) -> Accumulator:
+        """An accumulator over a topology and a set of available CPUs."""
+        return cls(domains_of(topology), available.mask, count, spread=spread)
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -340,7 +336,7 @@ def not_enough(count: int, available: int) -> AllocationError:
 
 def take_packed_mask(domains: Domains, available: int, size: int, count: int, spread: bool, prefer_uncore: bool) -> int:
     """``takeByTopologyNUMAPacked`` on masks; ``size`` is ``len(available)`` for the error text."""
-    acc = Accumulator.of_mask(domains, available, count, spread)
+    acc = Accumulator(domains, available, count, spread=spread)
     if acc.is_satisfied():
         return acc.result_mask
     if acc.is_failed():

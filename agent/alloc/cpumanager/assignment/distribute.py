@@ -216,7 +216,7 @@ def take_numa_distributed(
     group = cpu_group_size
     if count % group != 0:
         return CPUSet.from_mask(take_packed_mask(d, available.mask, len(available), count, spread, False))
-    acc = Accumulator.of_mask(d, available.mask, count, spread)
+    acc = Accumulator(d, available.mask, count, spread=spread)
     if acc.is_satisfied():
         return acc.result
     if acc.is_failed():

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.machines import machine
 
 from agent.alloc.cpumanager.hints import cpu_hints, lattice_cpu_hints, listed_cpu_hints
 from agent.alloc.topologymanager import HintList, NUMAInfo, TopologyHint
 from agent.cpuset import CPUSet
+from tests.support.machines import machine
 
 BIG = machine(sockets=2, numa_per_socket=5, cores_per_numa=2, threads=2)  # 10 NUMA nodes, 40 CPUs
 
@@ -24,7 +24,7 @@ def test_small_machine_lists_like_the_kubelet() -> None:
 def test_full_node_leaves_only_non_preferred_hints() -> None:
     """When node 0 could hold the request empty but is busy now, only the wider hint exists, non-preferred."""
     small = machine()
-    half_busy = CPUSet(range(0, 8)) | CPUSet(range(8, 16))  # first threads of every core: 8 free CPUs per node
+    half_busy = CPUSet(range(8)) | CPUSet(range(8, 16))  # first threads of every core: 8 free CPUs per node
     available = small.online_cpus - half_busy
     assert [TopologyHint(1, True), TopologyHint(2, True), TopologyHint(3, False)] == listed_cpu_hints(
         small, available, CPUSet(), 8, False
@@ -65,11 +65,10 @@ def test_lattice_equals_listing(busy: set[int], reusable: set[int], request: int
 @pytest.mark.parametrize("nodes", [10, 16])
 def test_planner_admits_on_large_machines(nodes: int) -> None:
     """The planner admits a pod-level pod NUMA-aligned on 10- and 16-node machines."""
-    from tests.support.podfactory import container, make_pod, resources
-
     from agent.alloc import Planner
     from agent.config import config_from_mapping
     from agent.pods.model import pod_from_dict
+    from tests.support.podfactory import container, make_pod, resources
 
     big = machine(sockets=2, numa_per_socket=nodes // 2, cores_per_numa=4, threads=2)
     config = config_from_mapping(

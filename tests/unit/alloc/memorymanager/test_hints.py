@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.support.machines import GIB, machine
-from tests.support.podfactory import container, make_pod
 
 from agent.alloc import Planner
-from agent.alloc.memorymanager.hints import best_listed_hint, lattice_memory_hints
 from agent.alloc.memorymanager import NUMAMemory, StaticMemoryPolicy, default_machine_state
+from agent.alloc.memorymanager.hints import best_listed_hint, lattice_memory_hints
 from agent.alloc.topologymanager import HintList, NUMAInfo, TopologyHint
 from agent.config import config_from_mapping
 from agent.pods.model import pod_from_dict
+from tests.support.machines import GIB, machine
+from tests.support.podfactory import container, make_pod
 
 NODES = 10
 MIB = 2**20
@@ -56,9 +56,8 @@ def listed_hints(
 ) -> dict[str, list[TopologyHint]]:
     """The kubelet's listing (the policy without NUMA info), with the pod's reusable init memory injected."""
     policy = StaticMemoryPolicy()
-    policy._reusable["pod"] = dict(reusable)  # the state a finished init container leaves behind
     listed: dict[str, list[TopologyHint]] = {}
-    for resource, hints in policy.calculate_hints(state, "pod", wanted).items():
+    for resource, hints in policy.calculate_hints(state, wanted, reusable=reusable).items():
         assert isinstance(hints, list)
         listed[resource] = hints
     return listed
@@ -69,6 +68,7 @@ def listed_hints(
 def test_lattice_hints_equal_the_listing(
     state: dict[int, NUMAMemory], wanted: dict[str, int], reusable: dict[tuple[int, ...], dict[str, int]], within: int
 ) -> None:
+    """On random machines the bitmap hints offer, prefer and rank the masks exactly as the kubelet's listing does."""
     numa_info = NUMAInfo.from_distance_map(range(NODES))
     listed = listed_hints(state, wanted, reusable)
     lattice = lattice_memory_hints(state, wanted, reusable, numa_info)
@@ -84,23 +84,23 @@ def test_lattice_hints_equal_the_listing(
 def test_policy_uses_the_lattice_beyond_eight_nodes() -> None:
     """With NUMA info and 10 nodes the policy answers with a HintList; on 2 nodes it keeps the listing."""
     big = default_machine_state(machine(sockets=NODES, threads=1, cores_per_numa=1, memory_gib=4), {})
-    hints = StaticMemoryPolicy(NUMAInfo.from_distance_map(range(NODES))).calculate_hints(
-        big, "pod", {"memory": 6 * GIB}
-    )
+    hints = StaticMemoryPolicy(NUMAInfo.from_distance_map(range(NODES))).calculate_hints(big, {"memory": 6 * GIB})
     assert isinstance(hints["memory"], HintList)
     assert 2 == hints["memory"].min_count
     small = default_machine_state(machine(sockets=2, threads=1, cores_per_numa=1, memory_gib=4), {})
-    listed = StaticMemoryPolicy(NUMAInfo.from_distance_map(range(2))).calculate_hints(small, "pod", {"memory": 6 * GIB})
+    listed = StaticMemoryPolicy(NUMAInfo.from_distance_map(range(2))).calculate_hints(small, {"memory": 6 * GIB})
     assert [TopologyHint(0b11, True)] == listed["memory"]
 
 
 def test_lattice_rejects_a_state_of_other_nodes() -> None:
+    """A memory state over other NUMA nodes than the hints' is refused, naming both node lists."""
     state = default_machine_state(machine(sockets=2, threads=1, cores_per_numa=1, memory_gib=4), {})
     with pytest.raises(ValueError, match=r"memory state nodes \[0, 1\] are not the machine's NUMA nodes \[0, 1, 2\]"):
         lattice_memory_hints(state, {"memory": GIB}, {}, NUMAInfo.from_distance_map(range(3)))
 
 
 def test_best_hint_outside_the_machine_is_none() -> None:
+    """A required mask naming a node the machine lacks has no best hint."""
     numa_info = NUMAInfo.from_distance_map(range(NODES))
     state = default_machine_state(machine(sockets=NODES, threads=1, cores_per_numa=1, memory_gib=4), {})
     hints = lattice_memory_hints(state, {"memory": GIB}, {}, numa_info)["memory"]

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from agent.alloc import AllocationError, EmptyPodSharedPoolError
-from agent.alloc.topologymanager import TopologyHint
 from agent.alloc.memorymanager import (
     Block,
     MemoryState,
@@ -17,6 +16,7 @@ from agent.alloc.memorymanager import (
     pod_requested_memory,
     validate_memory_state,
 )
+from agent.alloc.topologymanager import TopologyHint
 from agent.pods.model import pod_from_dict
 from tests.support.machines import GIB, machine
 from tests.support.podfactory import container, make_pod, resources, sidecar
@@ -53,7 +53,7 @@ def test_default_machine_state_subtracts_reservation_and_hugepages() -> None:
 
 def test_hints_prefer_the_smallest_fitting_group() -> None:
     """One node fits 6Gi of an 8Gi node: both single nodes preferred, the pair not."""
-    hints = StaticMemoryPolicy().calculate_hints(state().machine, "uid", {"memory": 6 * GIB})
+    hints = StaticMemoryPolicy().calculate_hints(state().machine, {"memory": 6 * GIB})
     assert [TopologyHint(1, True), TopologyHint(2, True), TopologyHint(3, False)] == hints["memory"]
 
 
@@ -76,7 +76,7 @@ def test_a_node_in_a_group_cannot_serve_a_single_node_block() -> None:
     p = pod("big", containers=[container("c", cpu="1", memory="12Gi")])
     policy = StaticMemoryPolicy()
     policy.allocate(memory, p, p.containers[0], 3, False)
-    hints = policy.calculate_hints(memory.machine, "other", {"memory": GIB})
+    hints = policy.calculate_hints(memory.machine, {"memory": GIB})
     assert [TopologyHint(3, False)] == hints["memory"]
 
 
@@ -159,11 +159,11 @@ class TestPodLevel:
         )
 
     def test_partition(self) -> None:
-        """Exclusive containers get their sizes; shared init containers the budget minus earlier sidecars; the rest the remainder."""
+        """Exclusive containers get their sizes, shared init ones the budget less earlier sidecars, others the rest."""
         memory = state()
         p = self.kep_pod()
         assert (0,) == StaticMemoryPolicy().allocate_pod(memory, p, 1, True)
-        blocks = {name: blocks for name, blocks in memory.blocks[p.uid].items()}
+        blocks = dict(memory.blocks[p.uid])
         assert {
             "mesh": (Block((0,), "memory", GIB),),
             "warm": (Block((0,), "memory", 7 * GIB),),
@@ -183,8 +183,8 @@ class TestPodLevel:
         with pytest.raises(EmptyPodSharedPoolError) as err:
             StaticMemoryPolicy().allocate_pod(state(), p, 1, True)
         assert (
-            "pod rejected, sum of exclusive container memory requests equals pod budget, leaving no memory for shared containers"
-            == err.value.message
+            "pod rejected, sum of exclusive container memory requests equals pod budget, leaving no memory for "
+            "shared containers" == err.value.message
         )
 
     def test_restored_pod_is_not_reserved_twice(self) -> None:

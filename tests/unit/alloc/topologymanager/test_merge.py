@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.support.strategies import MergeInput, lattice_sets, merge_inputs, numa_infos
 
 from agent.alloc.topologymanager import (
     HintError,
@@ -26,6 +25,7 @@ from agent.alloc.topologymanager.lattice import and_products
 from agent.cpuset import CPUSet
 from agent.topology.model import CPU, NUMANode, Topology
 from tests.oracles.merge_reference import reference_merge
+from tests.support.strategies import MergeInput, lattice_sets, merge_inputs, numa_infos
 
 _PROPERTY = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -215,7 +215,7 @@ class TestPolicies:
         assert ((2, 5), False, False) == outcome(make_policy("restricted", info).merge(providers))
 
     def test_mask_naming_an_unknown_node(self) -> None:
-        """A preferred mask naming a node the machine lacks is still preferred when every list prefers it; only known nodes remain."""
+        """A preferred mask naming an unknown node stays preferred if every list prefers it; known nodes remain."""
         providers = [{"cpu": hints(([1, 7], True))}, {"memory": hints(([1, 7], True), ([0], True))}]
         assert ((1,), True, True) == outcome(make_policy("restricted", FOUR).merge(providers))
 
@@ -255,7 +255,7 @@ class TestHintList:
         assert ((9,), True, True) == outcome(make_policy("single-numa-node", SIXTEEN).merge(providers))
 
     def test_sixteen_nodes_none_fits_one_node(self) -> None:
-        """No node fits the CPUs: as the kubelet does, the narrowest mask of the target size 2 that any permutation reaches wins."""
+        """No node fits the CPUs: as in the kubelet, the narrowest reachable mask of the target size 2 wins."""
         cpu_free = [1] * 16
         cpu_free[4] = cpu_free[6] = cpu_free[11] = 3
         memory_free = [2] * 16
