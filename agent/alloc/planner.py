@@ -359,6 +359,8 @@ class Planner:
         return nodes or None
 
     def _pod_plan(self, pod: PodView, shared: CPUSet, decision: Decision | None) -> PodPlan:
+        # Locals, not enum lookups, in the loop below: plan() runs it for every container of the node.
+        exclusive, pod_shared, node_shared = Pool.EXCLUSIVE, Pool.POD_SHARED, Pool.NODE_SHARED
         state = self._state
         record = state.pods.get(pod.uid)
         assignments = state.cpu.assignments.get(pod.uid, {})
@@ -373,13 +375,13 @@ class Planner:
         for container in pod.all_containers:
             cpus = assignments.get(container.name)
             if cpus is None:
-                pool = Pool.NODE_SHARED
+                pool = node_shared
                 cpus = shared
             elif bubble is not None and container_exclusive_cpus(pod, container) == 0:
-                pool = Pool.POD_SHARED
+                pool = pod_shared
             else:
-                pool = Pool.EXCLUSIVE
-            any_exclusive = any_exclusive or pool == Pool.EXCLUSIVE
+                pool = exclusive
+            any_exclusive = any_exclusive or pool is exclusive
             container_mems = self._mems(pod.uid, container.name)
             union = union | cpus
             mems = mems | (container_mems or CPUSet())
@@ -387,7 +389,7 @@ class Planner:
                 DesiredValues(
                     cpuset_cpus=cpus,
                     cpuset_mems=container_mems,
-                    cpu_max=period if pool == Pool.EXCLUSIVE else None,
+                    cpu_max=period if pool is exclusive else None,
                 )
                 if managed
                 else DesiredValues()
@@ -408,7 +410,7 @@ class Planner:
             interim = shared
             if bubble is not None:
                 slices = CPUSet().union(
-                    *(c.cpus for c in containers if c.pool == Pool.EXCLUSIVE and c.kind != ContainerKind.INIT)
+                    *(c.cpus for c in containers if c.pool is exclusive and c.kind != ContainerKind.INIT)
                 )
                 interim = (bubble - slices) or shared
             pod_desired = DesiredValues(

@@ -46,6 +46,11 @@ __all__ = [
 ]
 
 
+#: Read on every eligibility check: a module constant costs a dict lookup, an enum member lookup ~45 ns more
+#: (Python 3.11), and these checks run for every container of every admission.
+_GUARANTEED = QOSClass.GUARANTEED
+
+
 def _is_memory(name: str) -> bool:
     return name == "memory" or is_hugepages(name)
 
@@ -63,7 +68,7 @@ def is_equivalent_guaranteed(container: ContainerView) -> bool:
 
 def container_exclusive_cpus(pod: PodView, container: ContainerView) -> int:
     """The kubelet's ``guaranteedCPUs``: how many exclusive CPUs this container gets (0 = shared pool)."""
-    if pod.qos != QOSClass.GUARANTEED:
+    if pod.qos != _GUARANTEED:
         return 0
     if pod.has_pod_level_resources and not is_equivalent_guaranteed(container):
         return 0
@@ -72,7 +77,7 @@ def container_exclusive_cpus(pod: PodView, container: ContainerView) -> int:
 
 def container_memory_eligible(pod: PodView, container: ContainerView) -> bool:
     """Whether the memory manager gives this container its own memory blocks."""
-    if pod.qos != QOSClass.GUARANTEED:
+    if pod.qos != _GUARANTEED:
         return False
     return not pod.has_pod_level_resources or is_equivalent_guaranteed(container)
 
@@ -85,14 +90,14 @@ def container_memory_requests(container: ContainerView) -> Resources:
 
 def pod_level_cpus(pod: PodView) -> int:
     """``podGuaranteedCPUs`` for a pod-level pod: the bubble size in whole CPUs, else 0."""
-    if pod.pod_resources is None or pod.qos != QOSClass.GUARANTEED:
+    if pod.pod_resources is None or pod.qos != _GUARANTEED:
         return 0
     return _whole_cpus(pod.pod_resources.requests.get("cpu", 0))
 
 
 def pod_level_memory(pod: PodView) -> Resources:
     """The pod-level ``memory`` and ``hugepages-*`` requests above zero, for Guaranteed pods; else empty."""
-    if pod.pod_resources is None or pod.qos != QOSClass.GUARANTEED:
+    if pod.pod_resources is None or pod.qos != _GUARANTEED:
         return MappingProxyType({})
     requests = pod.pod_resources.requests
     return MappingProxyType({name: value for name, value in requests.items() if _is_memory(name) and value > 0})
@@ -100,4 +105,4 @@ def pod_level_memory(pod: PodView) -> Resources:
 
 def uses_pod_level_path(pod: PodView) -> bool:
     """The pod sets ``spec.resources`` and is Guaranteed by them (KEP-5526 applies to it)."""
-    return pod.has_pod_level_resources and pod.qos == QOSClass.GUARANTEED
+    return pod.has_pod_level_resources and pod.qos == _GUARANTEED

@@ -1,8 +1,9 @@
 """The kubelet's topology hint merge, literally: every permutation of the cartesian product.
 
-A line-by-line transcription of ``pkg/kubelet/cm/topologymanager/policy.go``
+It follows the steps of ``pkg/kubelet/cm/topologymanager/policy.go``
 (``filterProvidersHints``, ``HintMerger``, ``mergePermutation``,
-``maxOfMinAffinityCounts``) and of the policies' ``Merge`` methods. Its cost is
+``maxOfMinAffinityCounts``) and of the policies' ``Merge`` methods one by one,
+in our own code. Its cost is
 the product of the hint list lengths, exponential in the number of NUMA nodes,
 so podpin does not use it to admit pods: it is the oracle the fast merge in
 :mod:`agent.alloc.topologymanager.merge` is tested against, and the baseline of
