@@ -1,1 +1,1 @@
-"""Tests."""
+"""Deployment tests: manifests, chart values, the container image."""

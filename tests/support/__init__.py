@@ -1,1 +1,1 @@
-"""Tests."""
+"""Shared test helpers: API server emulator, fixture tree builders, pod factories, machines, strategies, vectors."""

@@ -1,1 +1,1 @@
-"""Tests."""
+"""Unit tests of pure code, one directory per package of ``agent/``."""

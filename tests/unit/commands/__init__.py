@@ -1,1 +1,1 @@
-"""Tests."""
+"""Tests of the ``podpin`` sub-commands (``agent.commands``)."""

@@ -1,1 +1,1 @@
-"""Tests."""
+"""Unit tests of ``agent.sim`` and ``podpin simulate``."""
