@@ -19,6 +19,7 @@ import argparse
 import json
 import socket
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,16 @@ from agent.render.plan_text import render_plan_text
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import TopologyError
 
-__all__ = ["register", "run", "read_pods"]
+__all__ = ["PlanOutput", "register", "run", "read_pods"]
+
+
+class PlanOutput(StrEnum):
+    """``--output``: the plan as text (with a CPU map) or JSON, or the node's NodeResourceTopology."""
+
+    TEXT = "text"
+    JSON = "json"
+    NRT = "nrt"
+
 
 #: Without a configuration, plan as a kubelet with this reservation would (the static policy needs one).
 _DEFAULT_RESERVATION = "systemReserved cpu=1 (the static policy needs a CPU reservation)"
@@ -64,8 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument(
         "--output",
-        choices=("text", "json", "nrt"),
-        default="text",
+        choices=[output.value for output in PlanOutput],
+        default=PlanOutput.TEXT.value,
         help="the plan as text or json, or nrt: the NodeResourceTopology the node would publish (default: %(default)s)",
     )
     parser.add_argument("pods", nargs="+", type=Path, metavar="POD.yaml", help="pod manifests, admitted in this order")
@@ -118,17 +128,17 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         where = problem["file"] + (f": pod {problem['pod']}" if problem["pod"] else "")
         print(f"podpin plan: {where}: {problem['error']}", file=sys.stderr)
-    if args.output == "nrt":
+    if args.output == PlanOutput.NRT:
         from agent.nrt import attributes_of, node_resource_topology, occupancy_of
 
         obj = node_resource_topology(
             node_name=config.node_name or socket.gethostname(),
             topology=topology,
-            occupancy=occupancy_of(topology, config, planner.snapshot()),
-            attributes=attributes_of(config),
+            occupancy=occupancy_of(topology, config.planner, planner.snapshot()),
+            attributes=attributes_of(config.planner),
         )
         sys.stdout.write(json.dumps(obj, indent=2) + "\n")
-    elif args.output == "json":
+    elif args.output == PlanOutput.JSON:
         document = plan_to_dict(plan)
         if problems:
             document["errors"] = problems

@@ -35,23 +35,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-from agent.config import AgentConfig
+from agent.alloc import (
+    CPUManagerPolicy,
+    MemoryManagerPolicy,
+    PlannerConfig,
+    TopologyManagerPolicy,
+    TopologyManagerScope,
+)
 from agent.nrt.occupancy import Amounts, Occupancy
-from agent.podresources.model import AllocatableDevices, DeviceAssignments
+from agent.podresources import AllocatableDevices, DeviceAssignments
 from agent.topology.model import Topology
 
 __all__ = [
     "API_VERSION",
     "GROUP",
+    "AttributeName",
     "KIND",
     "PLURAL",
     "VERSION",
+    "ZONE_TYPE",
     "Attributes",
     "attributes_of",
     "node_resource_topology",
     "zone_name",
+    "zone_numa",
 ]
 
 GROUP = "topology.node.k8s.io"
@@ -59,14 +69,25 @@ VERSION = "v1alpha2"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "NodeResourceTopology"
 PLURAL = "noderesourcetopologies"
+ZONE_TYPE = "Node"
+"""The zone type of a NUMA node (the plugin reads only zones of this type)."""
+
+
+class AttributeName(StrEnum):
+    """The ``attributes`` podpin publishes, named as the plugin's ``nodeconfig`` reads them."""
+
+    POLICY = "topologyManagerPolicy"
+    SCOPE = "topologyManagerScope"
+    MAX_NUMA_NODES = "topologyManagerMaxNUMANodes"
+
 
 _LEGACY_POLICIES = {
-    ("single-numa-node", "pod"): "SingleNUMANodePodLevel",
-    ("single-numa-node", "container"): "SingleNUMANodeContainerLevel",
-    ("restricted", "pod"): "RestrictedPodLevel",
-    ("restricted", "container"): "RestrictedContainerLevel",
-    ("best-effort", "pod"): "BestEffortPodLevel",
-    ("best-effort", "container"): "BestEffortContainerLevel",
+    (TopologyManagerPolicy.SINGLE_NUMA_NODE, TopologyManagerScope.POD): "SingleNUMANodePodLevel",
+    (TopologyManagerPolicy.SINGLE_NUMA_NODE, TopologyManagerScope.CONTAINER): "SingleNUMANodeContainerLevel",
+    (TopologyManagerPolicy.RESTRICTED, TopologyManagerScope.POD): "RestrictedPodLevel",
+    (TopologyManagerPolicy.RESTRICTED, TopologyManagerScope.CONTAINER): "RestrictedContainerLevel",
+    (TopologyManagerPolicy.BEST_EFFORT, TopologyManagerScope.POD): "BestEffortPodLevel",
+    (TopologyManagerPolicy.BEST_EFFORT, TopologyManagerScope.CONTAINER): "BestEffortContainerLevel",
 }
 
 
@@ -74,24 +95,36 @@ _LEGACY_POLICIES = {
 class Attributes:
     """The topology manager settings the scheduler plugin needs (kubelet names and values)."""
 
-    policy: str
-    scope: str
+    policy: TopologyManagerPolicy
+    scope: TopologyManagerScope
     max_numa_nodes: int
 
 
-def attributes_of(config: AgentConfig) -> Attributes:
+def attributes_of(config: PlannerConfig) -> Attributes:
     """The settings podpin actually enforces: ``none`` when it aligns nothing."""
-    aligns = config.cpu_manager_policy == "static" or config.memory_manager_policy == "Static"
+    aligns = (
+        config.cpu_manager_policy == CPUManagerPolicy.STATIC
+        or config.memory_manager_policy == MemoryManagerPolicy.STATIC
+    )
     return Attributes(
-        policy=config.topology_manager_policy if aligns else "none",
+        policy=config.topology_manager_policy if aligns else TopologyManagerPolicy.NONE,
         scope=config.topology_manager_scope,
         max_numa_nodes=config.topology_policy_options.max_allowable_numa_nodes,
     )
 
 
+_ZONE_PREFIX = "node-"
+
+
 def zone_name(numa: int) -> str:
     """``node-<id>``: the NUMA zone name NFD writes and the plugin parses."""
-    return f"node-{numa}"
+    return f"{_ZONE_PREFIX}{numa}"
+
+
+def zone_numa(name: str) -> int | None:
+    """The NUMA id a zone name stands for (``node-3`` -> 3); None for any other name (``numanode.NameToID``)."""
+    digits = name.removeprefix(_ZONE_PREFIX)
+    return int(digits) if digits != name and digits.isdigit() else None
 
 
 def _resource(name: str, amounts: Amounts) -> dict[str, Any]:
@@ -149,7 +182,7 @@ def node_resource_topology(
     for node, resources in sorted(occupancy.zones.items()):
         listed = [_resource(name, resources[name]) for name in _ordered(resources)]
         listed += [_resource(name, amounts) for name, amounts in sorted(device_amounts.get(node, {}).items())]
-        zone: dict[str, Any] = {"name": zone_name(node), "type": "Node"}
+        zone: dict[str, Any] = {"name": zone_name(node), "type": ZONE_TYPE}
         if topology.has_distances():
             zone["costs"] = [
                 {"name": zone_name(other), "value": topology.distance(node, other)} for other in sorted(occupancy.zones)
@@ -166,9 +199,9 @@ def node_resource_topology(
         "topologyPolicies": [_LEGACY_POLICIES.get((attributes.policy, attributes.scope), "None")],
         "zones": zones,
         "attributes": [
-            {"name": "topologyManagerPolicy", "value": attributes.policy},
-            {"name": "topologyManagerScope", "value": attributes.scope},
-            {"name": "topologyManagerMaxNUMANodes", "value": str(attributes.max_numa_nodes)},
+            {"name": str(AttributeName.POLICY), "value": str(attributes.policy)},
+            {"name": str(AttributeName.SCOPE), "value": str(attributes.scope)},
+            {"name": str(AttributeName.MAX_NUMA_NODES), "value": str(attributes.max_numa_nodes)},
         ],
     }
 

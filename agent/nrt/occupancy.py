@@ -28,9 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from agent.alloc.memory_state import default_machine_state
-from agent.alloc.state import NodeState
-from agent.config import AgentConfig
+from agent.alloc import NodeState, PlannerConfig
+from agent.alloc.memorymanager import default_machine_state
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
@@ -53,12 +52,12 @@ class Occupancy:
     zones: Mapping[int, Mapping[str, Amounts]]
 
 
-def occupancy_of(topology: Topology, config: AgentConfig, state: NodeState | None) -> Occupancy:
+def occupancy_of(topology: Topology, config: PlannerConfig, state: NodeState | None) -> Occupancy:
     """Every NUMA node's CPU and memory amounts after the allocations in ``state`` (None: no pod admitted).
 
     Args:
         topology: the machine.
-        config: ``memoryManagerPolicy`` and ``reservedMemory`` decide the memory amounts.
+        config: the planner's settings; ``reservedMemory`` decides the memory amounts.
         state: the planner's snapshot.
     """
     reserved = state.reserved if state is not None else CPUSet()

@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -41,15 +42,14 @@ from agent.config import AgentConfig
 from agent.nrt.calls import TopologyCalls
 from agent.nrt.compute import attributes_of, node_resource_topology
 from agent.nrt.occupancy import occupancy_of
-from agent.podresources.client import PodResourcesClient, PodResourcesError
-from agent.podresources.model import AllocatableDevices, DeviceAssignments
+from agent.podresources import AllocatableDevices, DeviceAssignments, PodResourcesClient, PodResourcesError
 from agent.topology.model import Topology
 
 if TYPE_CHECKING:
-    from agent.alloc.state import NodeState
+    from agent.alloc import NodeState
     from agent.kube.api import CoreCalls
 
-__all__ = ["NRTPublisher", "nrt_publisher_for", "has_extended_resources"]
+__all__ = ["NRTPublisher", "PublishResult", "has_extended_resources", "nrt_publisher_for"]
 
 _BACKOFF_START = 1.0
 _BACKOFF_MAX = 60.0
@@ -57,10 +57,19 @@ _NATIVE_PREFIXES = ("hugepages-", "requests.", "kubernetes.io/")
 _NATIVE = frozenset({"cpu", "memory", "pods", "ephemeral-storage", "storage"})
 
 
+class PublishResult(StrEnum):
+    """What one publish attempt did: the ``result`` label of ``podpin_nrt_publishes_total``."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    ERROR = "error"
+
+
 def has_extended_resources(node: Mapping[str, Any]) -> bool:
     """True when the Node's status lists an extended resource (a device plugin's ``vendor.com/name``)."""
     status = node.get("status") or {}
-    names = set((status.get("capacity") or {})) | set((status.get("allocatable") or {}))
+    names = set(status.get("capacity") or {}) | set(status.get("allocatable") or {})
     return any(n not in _NATIVE and "/" in n and not n.startswith(_NATIVE_PREFIXES) for n in names)
 
 
@@ -89,7 +98,7 @@ class NRTPublisher:
         self.log = structlog.get_logger("podpin.nrt").bind(node=node_name)
         self.publishes = Counter(
             "podpin_nrt_publishes_total",
-            "NodeResourceTopology publish attempts by result (created, updated, unchanged, error).",
+            f"NodeResourceTopology publish attempts by result ({', '.join(PublishResult)}).",
             ["result"],
             registry=registry,
         )
@@ -152,8 +161,8 @@ class NRTPublisher:
                 continue
             try:
                 result = self._publish(*item, refresh=refresh)
-            except Exception as err:  # noqa: BLE001 - any failure is logged, counted and retried; the thread lives on
-                self.publishes.labels(result="error").inc()
+            except Exception as err:
+                self.publishes.labels(result=PublishResult.ERROR).inc()
                 self.log.warning("nrt.publish_failed", error=_describe(err), retry_in=backoff)
                 with self._cond:
                     if self._pending is None:
@@ -163,9 +172,9 @@ class NRTPublisher:
                 continue
             last = item
             backoff = _BACKOFF_START
-            next_allowed = self.clock() + self.config.nrt_min_interval
+            next_allowed = self.clock() + self.config.nrt.min_interval
             self.publishes.labels(result=result).inc()
-            if result != "unchanged":
+            if result != PublishResult.UNCHANGED:
                 self.published += 1
                 self.log.info("nrt.published", result=result, refresh=refresh)
 
@@ -185,8 +194,8 @@ class NRTPublisher:
         self._device_warning = None
         return facts
 
-    def _publish(self, state: NodeState, topology: Topology, *, refresh: bool = False) -> str:
-        """Write the object for this state if the API server does not hold it already; the result's name.
+    def _publish(self, state: NodeState, topology: Topology, *, refresh: bool = False) -> PublishResult:
+        """Write the object for this state if the API server does not hold it already; what it did.
 
         ``refresh`` re-reads the Node and the stored object even when this very
         body was written last time (the object may have been deleted or edited).
@@ -201,14 +210,14 @@ class NRTPublisher:
         body = node_resource_topology(
             node_name=self.node_name,
             topology=topology,
-            occupancy=occupancy_of(topology, self.config, state),
-            attributes=attributes_of(self.config),
+            occupancy=occupancy_of(topology, self.config.planner, state),
+            attributes=attributes_of(self.config.planner),
             devices=devices,
             assignments=assignments,
             owner_uid=str((node.get("metadata") or {}).get("uid") or "") or None,
         )
         if body == self._last_body and not refresh:
-            return "unchanged"
+            return PublishResult.UNCHANGED
         try:
             existing = self.calls.read_topology(self.node_name)
         except ApiException as err:
@@ -218,9 +227,9 @@ class NRTPublisher:
         try:
             if existing is None:
                 self.calls.create_topology(body)
-                result = "created"
+                result = PublishResult.CREATED
             elif _same(existing, body):
-                result = "unchanged"
+                result = PublishResult.UNCHANGED
             else:
                 replacement = dict(body)
                 replacement["metadata"] = {
@@ -228,7 +237,7 @@ class NRTPublisher:
                     "resourceVersion": existing["metadata"]["resourceVersion"],
                 }
                 self.calls.replace_topology(self.node_name, replacement)
-                result = "updated"
+                result = PublishResult.UPDATED
         except ApiException:
             self._node = None  # the Node may have been recreated (a new uid): read it again next time
             raise
@@ -255,7 +264,7 @@ def nrt_publisher_for(
     config: AgentConfig, api: CoreCalls | None, stop: threading.Event, registry: CollectorRegistry | None = None
 ) -> NRTPublisher | None:
     """The agent's publisher when ``nrt.enabled`` (None otherwise, or without an API server, with a warning)."""
-    if not config.nrt_enabled:
+    if not config.nrt.enabled:
         return None
     log = structlog.get_logger("podpin.nrt").bind(node=config.node_name)
     if api is None or not config.node_name:

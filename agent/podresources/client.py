@@ -18,7 +18,7 @@ gRPC is loaded on the first call, never at import: ``podpin plan`` and
 needs devices (importing ``grpc`` costs about 20 MiB of resident memory).
 Every call has a deadline (``timeout``), so a slow or hung kubelet cannot stall
 the caller for longer. A missing socket raises :class:`PodResourcesError` with
-``kind="missing"`` before any gRPC code runs: without the socket podpin
+kind ``missing`` before any gRPC code runs: without the socket podpin
 behaves as it did before it knew about devices. After ``UNAVAILABLE`` (the
 kubelet restarting) the channel is dropped and the next call dials afresh.
 """
@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import stat
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agent.podresources.model import AllocatableDevices, DeviceAssignments
 from agent.podresources.translate import allocatable_from_response, assignments_from_list, assignments_from_pod
 
 if TYPE_CHECKING:
     import grpc
-
-    from agent.podresources.v1.api_pb2_grpc import PodResourcesListerStub
+    from google.protobuf.message import Message
 
 __all__ = ["DEFAULT_SOCKET", "ErrorKind", "PodResourcesClient", "PodResourcesError"]
 
@@ -45,8 +45,21 @@ DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 
 #: The kubelet's own limit for a PodResources answer (``podresources.DefaultMaxMsgSize``), 16 MiB.
 _MAX_MESSAGE = 16 * 1024 * 1024
+#: The service's wire name: a method's path is ``/<service>/<method>``.
+_SERVICE = "v1.PodResourcesLister"
 
-ErrorKind = Literal["missing", "timeout", "unavailable", "error"]
+
+class ErrorKind(StrEnum):
+    """Why a PodResources call gave no answer."""
+
+    MISSING = "missing"
+    """No socket: the kubelet does not serve the API on this node."""
+    TIMEOUT = "timeout"
+    """No answer within the client's timeout."""
+    UNAVAILABLE = "unavailable"
+    """The socket is there but nobody answers (the kubelet restarting)."""
+    ERROR = "error"
+    """The kubelet answered with an error."""
 
 
 class PodResourcesError(RuntimeError):
@@ -54,7 +67,7 @@ class PodResourcesError(RuntimeError):
 
     def __init__(self, kind: ErrorKind, message: str) -> None:
         super().__init__(message)
-        self.kind: ErrorKind = kind
+        self.kind = kind
 
 
 class PodResourcesClient:
@@ -79,7 +92,7 @@ class PodResourcesClient:
         self.on_problem = on_problem
         self.get_supported: bool | None = None  # None: not tried yet
         self._channel: grpc.Channel | None = None
-        self._stub: PodResourcesListerStub | None = None
+        self._methods: dict[str, grpc.UnaryUnaryMultiCallable[Message, Message]] | None = None
 
     def present(self) -> bool:
         """True when the socket exists (the kubelet serves the API on this node)."""
@@ -159,7 +172,7 @@ class PodResourcesClient:
         if self._channel is not None:
             self._channel.close()
         self._channel = None
-        self._stub = None
+        self._methods = None
 
     # -- plumbing --------------------------------------------------------------------------
     def _report(self, problems: Sequence[str]) -> None:
@@ -167,27 +180,43 @@ class PodResourcesClient:
             for problem in problems:
                 self.on_problem(problem)
 
-    def _connect(self) -> PodResourcesListerStub:
-        if self._stub is None:
+    def _connect(self) -> dict[str, grpc.UnaryUnaryMultiCallable[Message, Message]]:
+        """The service's three unary methods on a fresh channel (what a generated stub would hold)."""
+        if self._methods is None:
             import grpc
 
-            from agent.podresources.v1.api_pb2_grpc import PodResourcesListerStub
+            from agent.podresources.v1 import api_pb2
 
-            self._channel = grpc.insecure_channel(
+            channel = grpc.insecure_channel(
                 f"unix://{self.socket.resolve()}",
                 options=[("grpc.max_receive_message_length", _MAX_MESSAGE)],
             )
-            self._stub = PodResourcesListerStub(self._channel)  # type: ignore[no-untyped-call]
-        return self._stub
+            responses: dict[str, type[Message]] = {
+                "List": api_pb2.ListPodResourcesResponse,
+                "GetAllocatableResources": api_pb2.AllocatableResourcesResponse,
+                "Get": api_pb2.GetPodResourcesResponse,
+            }
+            self._channel = channel
+            self._methods = {
+                name: channel.unary_unary(
+                    f"/{_SERVICE}/{name}",
+                    request_serializer=_serialize,
+                    response_deserializer=response.FromString,
+                )
+                for name, response in responses.items()
+            }
+        return self._methods
 
     def _call(self, method: str, request: Any, *, raw_errors: bool = False) -> Any:
         import grpc
 
         if not self.present():
-            raise PodResourcesError("missing", f"{self.socket}: no PodResources socket (the kubelet does not serve it)")
-        stub = self._connect()
+            raise PodResourcesError(
+                ErrorKind.MISSING, f"{self.socket}: no PodResources socket (the kubelet does not serve it)"
+            )
+        methods = self._connect()
         try:
-            return getattr(stub, method)(request, timeout=self.timeout)
+            return methods[method](request, timeout=self.timeout)
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.UNAVAILABLE:
                 self.close()  # the kubelet went away: dial afresh next time
@@ -202,7 +231,11 @@ class PodResourcesClient:
         details = " ".join(str(err.details() or "").split())
         where = f"{self.socket}: {method}"
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return PodResourcesError("timeout", f"{where}: no answer within {self.timeout:g}s")
+            return PodResourcesError(ErrorKind.TIMEOUT, f"{where}: no answer within {self.timeout:g}s")
         if code == grpc.StatusCode.UNAVAILABLE:
-            return PodResourcesError("unavailable", f"{where}: the kubelet is not answering ({details})")
-        return PodResourcesError("error", f"{where}: {code.name}: {details}")
+            return PodResourcesError(ErrorKind.UNAVAILABLE, f"{where}: the kubelet is not answering ({details})")
+        return PodResourcesError(ErrorKind.ERROR, f"{where}: {code.name}: {details}")
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agent.alloc import Planner
+from agent.alloc import Planner, PlannerConfig
 from agent.config import AgentConfig
 from agent.nrt import attributes_of, node_resource_topology, occupancy_of
 from agent.pods.model import PodView, pod_from_dict
@@ -40,7 +40,7 @@ __all__ = ["Simulation", "replay", "simulate"]
 class _Topologies:
     """Each node's NodeResourceTopology, recomputed only after that node's state changed."""
 
-    def __init__(self, topology: Topology, config: AgentConfig, planners: list[Planner]) -> None:
+    def __init__(self, topology: Topology, config: PlannerConfig, planners: list[Planner]) -> None:
         self.topology = topology
         self.config = config
         self.planners = planners
@@ -106,7 +106,7 @@ def replay(
     model: Model,
     *,
     nodes: int,
-    scheduler: SchedulerName = "first-fit",
+    scheduler: SchedulerName = SchedulerName.FIRST_FIT,
     seed: int | None = None,
     on_pod: Callable[[], None] | None = None,
 ) -> Replay:
@@ -119,7 +119,7 @@ def replay(
     planners = [Planner(topology, config.planner) for _ in range(nodes)]
     placer = Scheduler(nodes, node_allocatable(topology, config), scheduler)
     placed: list[list[PodView]] = [[] for _ in range(nodes)]
-    nrts = _Topologies(topology, config, planners) if scheduler == "numa-aware" else None
+    nrts = _Topologies(topology, config.planner, planners) if scheduler == SchedulerName.NUMA_AWARE else None
     outcomes: list[PodOutcome] = []
     pinned = {t.name: pinned_request(pod_from_dict(pod_manifest(t, model, 0))) for t in workload.pods}
     for arrival in arrivals(workload, seed):
@@ -157,7 +157,7 @@ def simulate(
     workload: Workload,
     *,
     nodes: int | None = None,
-    scheduler: SchedulerName = "first-fit",
+    scheduler: SchedulerName = SchedulerName.FIRST_FIT,
     seed: int | None = None,
     on_pod: Callable[[], None] | None = None,
 ) -> Simulation:

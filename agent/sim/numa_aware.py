@@ -47,8 +47,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.pods.model import ContainerView, PodView
-from agent.pods.resources import effective_requests
+from agent.alloc import TopologyManagerPolicy, TopologyManagerScope
+from agent.nrt import ZONE_TYPE, AttributeName, zone_numa
+from agent.pods import ContainerKind, ContainerView, PodView, QOSClass, effective_requests
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
 
 __all__ = ["NUMAZone", "nrt_filter", "nrt_score", "zones_of", "topology_manager"]
@@ -77,22 +78,24 @@ def zones_of(obj: Mapping[str, Any]) -> list[NUMAZone]:
     """The NUMA zones of a NodeResourceTopology (type ``Node``, name ``node-<id>``), by id."""
     zones: list[NUMAZone] = []
     for zone in obj.get("zones") or []:
-        name = str(zone.get("name", ""))
-        if zone.get("type") != "Node" or not name.startswith("node-") or not name[5:].isdigit():
+        numa = zone_numa(str(zone.get("name", "")))
+        if zone.get("type") != ZONE_TYPE or numa is None:
             continue
         available = {str(r["name"]): _amount(str(r["name"]), r.get("available")) for r in zone.get("resources") or []}
-        zones.append(NUMAZone(numa=int(name[5:]), available=available))
+        zones.append(NUMAZone(numa=numa, available=available))
     return sorted(zones, key=lambda z: z.numa)
 
 
-def topology_manager(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """(policy, scope) from the object's attributes, with the plugin's defaults (``none``, ``container``)."""
-    policy, scope = "none", "container"
+def topology_manager(obj: Mapping[str, Any]) -> tuple[TopologyManagerPolicy, TopologyManagerScope]:
+    """(policy, scope) from the object's attributes; the plugin's defaults (``none``, ``container``) for a value
+    that is absent or not a known name."""
+    policy, scope = TopologyManagerPolicy.NONE, TopologyManagerScope.CONTAINER
     for attribute in obj.get("attributes") or []:
-        if attribute.get("name") == "topologyManagerPolicy":
-            policy = str(attribute.get("value"))
-        elif attribute.get("name") == "topologyManagerScope":
-            scope = str(attribute.get("value"))
+        value = str(attribute.get("value"))
+        if attribute.get("name") == AttributeName.POLICY and value in tuple(TopologyManagerPolicy):
+            policy = TopologyManagerPolicy(value)
+        elif attribute.get("name") == AttributeName.SCOPE and value in tuple(TopologyManagerScope):
+            scope = TopologyManagerScope(value)
     return policy, scope
 
 
@@ -135,15 +138,18 @@ def _fitting(
 def nrt_filter(pod: PodView, obj: Mapping[str, Any], node_resources: Iterable[str] = ("cpu", "memory")) -> bool:
     """True when the NodeResourceTopologyMatch filter lets the pod onto this node (module docstring)."""
     policy, scope = topology_manager(obj)
-    if policy != "single-numa-node" or pod.qos == "BestEffort":
+    if policy != TopologyManagerPolicy.SINGLE_NUMA_NODE or pod.qos == QOSClass.BESTEFFORT:
         return True
     zones = zones_of(obj)
     names = set(node_resources) | {name for zone in zones for name in zone.available}
-    guaranteed = pod.qos == "Guaranteed"
-    if scope == "pod":
+    guaranteed = pod.qos == QOSClass.GUARANTEED
+    if scope == TopologyManagerScope.POD:
         return _fitting(zones, _pod_requests(pod), guaranteed, names) is not None
     for container in pod.init_containers:
-        if container.kind != "sidecar" and _fitting(zones, container.resources.requests, guaranteed, names) is None:
+        if (
+            container.kind != ContainerKind.SIDECAR
+            and _fitting(zones, container.resources.requests, guaranteed, names) is None
+        ):
             return False
     for container in _long_running(pod):
         fit = _fitting(zones, container.resources.requests, guaranteed, names)
@@ -154,19 +160,20 @@ def nrt_filter(pod: PodView, obj: Mapping[str, Any], node_resources: Iterable[st
 
 
 def _long_running(pod: PodView) -> list[ContainerView]:
-    return [c for c in pod.init_containers if c.kind == "sidecar"] + list(pod.containers)
+    return [c for c in pod.init_containers if c.kind == ContainerKind.SIDECAR] + list(pod.containers)
 
 
 def _subtract(zones: list[NUMAZone], numa: int, requests: Mapping[str, int], guaranteed: bool) -> list[NUMAZone]:
     result = []
     for zone in zones:
-        if zone.numa == numa:
-            available = dict(zone.available)
-            for resource, quantity in requests.items():
-                if resource in available and quantity and (guaranteed or not _affine(resource)):
-                    available[resource] -= quantity
-            zone = NUMAZone(numa=zone.numa, available=available)
-        result.append(zone)
+        if zone.numa != numa:
+            result.append(zone)
+            continue
+        available = dict(zone.available)
+        for resource, quantity in requests.items():
+            if resource in available and quantity and (guaranteed or not _affine(resource)):
+                available[resource] -= quantity
+        result.append(NUMAZone(numa=zone.numa, available=available))
     return result
 
 
@@ -200,13 +207,13 @@ def _score_zones(requests: Mapping[str, int], zones: list[NUMAZone]) -> int:
 
 def nrt_score(pod: PodView, obj: Mapping[str, Any]) -> int:
     """The NodeResourceTopologyMatch ``LeastAllocated`` score of this node for the pod (0-100)."""
-    if pod.qos != "Guaranteed":
+    if pod.qos != QOSClass.GUARANTEED:
         return MAX_SCORE
     policy, scope = topology_manager(obj)
-    if policy != "single-numa-node":
+    if policy != TopologyManagerPolicy.SINGLE_NUMA_NODE:
         return 0
     zones = zones_of(obj)
-    if scope == "pod":
+    if scope == TopologyManagerScope.POD:
         return _score_zones(_pod_requests(pod), zones)
     containers = list(pod.init_containers) + list(pod.containers)
     if not containers:

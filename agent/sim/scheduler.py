@@ -38,7 +38,7 @@ fragmentation this simulation measures.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from agent.config import AgentConfig
 from agent.pods.model import PodView, effective_requests
@@ -46,8 +46,17 @@ from agent.topology.model import Topology
 
 __all__ = ["MAX_PODS", "SCHEDULERS", "Requests", "Scheduler", "SchedulerName", "node_allocatable", "pod_requests"]
 
-SchedulerName = Literal["first-fit", "most-allocated", "least-allocated", "numa-aware"]
-SCHEDULERS: tuple[SchedulerName, ...] = ("first-fit", "most-allocated", "least-allocated", "numa-aware")
+
+class SchedulerName(StrEnum):
+    """``podpin simulate --scheduler``: how a node is chosen (module docstring)."""
+
+    FIRST_FIT = "first-fit"
+    MOST_ALLOCATED = "most-allocated"
+    LEAST_ALLOCATED = "least-allocated"
+    NUMA_AWARE = "numa-aware"
+
+
+SCHEDULERS: tuple[SchedulerName, ...] = tuple(SchedulerName)
 
 MAX_PODS = 110
 """The kubelet's default ``maxPods``."""
@@ -88,7 +97,7 @@ def node_allocatable(topology: Topology, config: AgentConfig) -> Requests:
 class Scheduler:
     """Places pods on ``nodes`` identical nodes and keeps their requested totals."""
 
-    def __init__(self, nodes: int, allocatable: Requests, policy: SchedulerName = "first-fit") -> None:
+    def __init__(self, nodes: int, allocatable: Requests, policy: SchedulerName = SchedulerName.FIRST_FIT) -> None:
         """Start with every node empty.
 
         Raises:
@@ -132,12 +141,13 @@ class Scheduler:
     def pick(self, pod: Requests) -> int | None:
         """The node for a pod with these requests, or None when it fits no node."""
         nodes = range(len(self._pods))
-        if self.policy == "first-fit":
+        if self.policy == SchedulerName.FIRST_FIT:
             return next((node for node in nodes if self._fits(node, pod)), None)
         fitting = [node for node in nodes if self._fits(node, pod)]
         if not fitting:
             return None
-        if self.policy in ("least-allocated", "numa-aware"):  # numa-aware without topology objects: its fit part
+        # numa-aware without topology objects is its NodeResourcesFit part (the engine adds the rest)
+        if self.policy in (SchedulerName.LEAST_ALLOCATED, SchedulerName.NUMA_AWARE):
             return min(fitting, key=lambda node: (self._score(node, pod), node))
         return max(fitting, key=lambda node: (self._score(node, pod), -node))
 

@@ -1,4 +1,5 @@
-"""deploy/crds/noderesourcetopologies.yaml and deploy/rbac-nrt.yaml: valid objects that grant and define what the publisher uses."""
+"""deploy/crds/noderesourcetopologies.yaml and deploy/rbac-nrt.yaml: valid objects that define and grant exactly what
+the NodeResourceTopology publisher uses."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 import yaml
 
 from agent.nrt.compute import GROUP, KIND, PLURAL, VERSION
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "deploy" / "crds" / "noderesourcetopologies.yaml"
 RBAC = REPO / "deploy" / "rbac-nrt.yaml"
 KUBERNETES_VERSION = "1.36"

@@ -74,7 +74,7 @@ class ClusterObjects:
     # -- control -------------------------------------------------------------------------------
     def add_node(self, name: str, *, uid: str | None = None, capacity: Mapping[str, str] | None = None) -> Obj:
         """Create a Node (its status lists ``capacity`` as both capacity and allocatable)."""
-        node = {
+        node: Obj = {
             "kind": "Node",
             "apiVersion": "v1",
             "metadata": {"name": name, "uid": uid or str(uuid.uuid4()), "creationTimestamp": _now()},
@@ -158,7 +158,7 @@ class ClusterObjects:
                     )
                 return 200, self._store(key, kind, schema, body, stored)
             if method == "PATCH":
-                if content_type.split(";")[0].strip() != "application/merge-patch+json":
+                if content_type.split(";", maxsplit=1)[0].strip() != "application/merge-patch+json":
                     raise ObjectError(415, f"the emulator supports only JSON merge patches, not {content_type!r}")
                 return 200, self._store(key, kind, schema, _merge(stored, body), stored)
             raise ObjectError(405, f"{method} is not supported on {plural}.{group}")

@@ -9,10 +9,10 @@ Behaviours a test can set:
 
 * the node's devices (:meth:`set_allocatable`) and each container's devices
   (:meth:`set_pod`, :meth:`remove_pod`);
-* ``get_mode``: ``"enabled"`` (a kubelet >= 1.34, or the gate on),
-  ``"disabled"`` (the gate off: ``UNKNOWN`` "PodResources API Get method
-  disabled", as ``server_v1.go`` answers) or ``"unimplemented"`` (a kubelet
-  older than the method: it is not registered, so gRPC answers
+* ``get_mode`` (:class:`GetMode`): ``enabled`` (a kubelet >= 1.34, or the
+  gate on), ``disabled`` (the gate off: ``UNKNOWN`` "PodResources API Get
+  method disabled", as ``server_v1.go`` answers) or ``unimplemented`` (a
+  kubelet older than the method: it is not registered, so gRPC answers
   ``UNIMPLEMENTED``);
 * ``delay``: seconds every call waits before answering (a slow kubelet);
 * :meth:`stop` and :meth:`start` on the same socket path (a kubelet restart).
@@ -26,19 +26,28 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from concurrent import futures
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import grpc
 
 from agent.podresources.v1 import api_pb2
 
-__all__ = ["Group", "PodResourcesEmulator"]
+__all__ = ["GetMode", "Group", "PodResourcesEmulator"]
 
 Group = tuple[str, tuple[str, ...], tuple[int, ...]]
 """A device group: (resource, device ids, NUMA nodes)."""
 
-GetMode = Literal["enabled", "disabled", "unimplemented"]
+
+class GetMode(StrEnum):
+    """How the emulated kubelet answers ``Get``."""
+
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+    UNIMPLEMENTED = "unimplemented"
+
+
 _SERVICE = "v1.PodResourcesLister"
 
 
@@ -56,12 +65,12 @@ def _devices(groups: Iterable[Group]) -> list[api_pb2.ContainerDevices]:
 class PodResourcesEmulator:
     """Start with ``with PodResourcesEmulator() as kubelet:``; point a client at ``kubelet.socket``."""
 
-    def __init__(self, directory: Path | None = None, *, get_mode: GetMode = "enabled") -> None:
+    def __init__(self, directory: Path | None = None, *, get_mode: GetMode = GetMode.ENABLED) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="podpin-podres-") if directory is None else None
         base = Path(self._tmp.name) if self._tmp is not None else directory
         assert base is not None
         self.socket = base / "kubelet.sock"
-        self.get_mode: GetMode = get_mode
+        self.get_mode = get_mode
         self.delay = 0.0
         self.calls: list[str] = []
         self._lock = threading.Lock()
@@ -90,7 +99,7 @@ class PodResourcesEmulator:
         """Serve on :attr:`socket` (again, after :meth:`stop`)."""
         self._release.clear()
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        handlers = {
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "List": grpc.unary_unary_rpc_method_handler(
                 self._list,
                 request_deserializer=api_pb2.ListPodResourcesRequest.FromString,
@@ -102,7 +111,7 @@ class PodResourcesEmulator:
                 response_serializer=api_pb2.AllocatableResourcesResponse.SerializeToString,
             ),
         }
-        if self.get_mode != "unimplemented":
+        if self.get_mode != GetMode.UNIMPLEMENTED:
             handlers["Get"] = grpc.unary_unary_rpc_method_handler(
                 self._get,
                 request_deserializer=api_pb2.GetPodResourcesRequest.FromString,
@@ -152,14 +161,14 @@ class PodResourcesEmulator:
             ],
         )
 
-    def _list(self, request: Any, context: grpc.ServicerContext) -> api_pb2.ListPodResourcesResponse:
+    def _list(self, _request: Any, _context: grpc.ServicerContext) -> api_pb2.ListPodResourcesResponse:
         self._enter("List")
         with self._lock:
             pods = [self._pod(ns, name, containers) for (ns, name), containers in self._pods.items()]
         return api_pb2.ListPodResourcesResponse(pod_resources=pods)
 
     def _allocatable_resources(
-        self, request: Any, context: grpc.ServicerContext
+        self, _request: Any, _context: grpc.ServicerContext
     ) -> api_pb2.AllocatableResourcesResponse:
         self._enter("GetAllocatableResources")
         with self._lock:
@@ -167,7 +176,7 @@ class PodResourcesEmulator:
 
     def _get(self, request: api_pb2.GetPodResourcesRequest, context: grpc.ServicerContext) -> Any:
         self._enter("Get")
-        if self.get_mode == "disabled":
+        if self.get_mode == GetMode.DISABLED:
             context.abort(grpc.StatusCode.UNKNOWN, "PodResources API Get method disabled")
         with self._lock:
             containers = self._pods.get((request.pod_namespace, request.pod_name))

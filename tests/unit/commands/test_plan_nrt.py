@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from agent.cli import main
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "deploy" / "examples"
 
 
@@ -81,20 +81,7 @@ print("GRPC", "grpc" in sys.modules or "google.protobuf" in sys.modules, file=sy
 )
 def test_plan_and_topology_never_load_grpc(argv: list[str]) -> None:
     """podpin plan (any output) and podpin topology run without importing gRPC or protobuf."""
-    result = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], cwd=REPO, capture_output=True, text=True, check=False
+    )  # what is compared is the probe's last line, printed whatever the command's status
     assert "GRPC False" == result.stderr.strip().splitlines()[-1]
-
-
-AGENT_PROBE = """
-import sys
-import agent.runner
-import agent.nrt
-import agent.podresources
-print("GRPC", "grpc" in sys.modules or "google.protobuf" in sys.modules)
-"""
-
-
-def test_the_agent_does_not_load_grpc_until_it_needs_devices() -> None:
-    """Importing the agent, the NRT publisher and the PodResources package loads neither gRPC nor protobuf."""
-    result = subprocess.run([sys.executable, "-c", AGENT_PROBE], cwd=REPO, capture_output=True, text=True, check=True)
-    assert "GRPC False" == result.stdout.strip()

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.config import AgentConfig, config_from_mapping
 from agent.nrt import attributes_of, node_resource_topology, occupancy_of
-from agent.pods.model import pod_from_dict
 from agent.podresources import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup
+from agent.pods import pod_from_dict
 from agent.topology.model import Topology
-from machines import GIB, machine
-from podfactory import make_pod, sidecar
+from tests.support.machines import GIB, machine
+from tests.support.paths import REPO
+from tests.support.podfactory import container, make_pod, resources, sidecar
 
-REPO = Path(__file__).resolve().parents[3]
 CRD = REPO / "deploy" / "crds" / "noderesourcetopologies.yaml"
 GPU = "nvidia.com/gpu"
 
@@ -40,26 +39,28 @@ def pod_level(name: str, cpus: int, main: int) -> dict[str, Any]:
     """A pod-level pod: a budget of ``cpus`` CPUs, a ``main``-CPU exclusive container and a shared sidecar."""
     return make_pod(
         name,
-        containers=[("main", str(main), str(main), "1Gi", "1Gi")],
-        init_containers=[sidecar(("proxy", "100m", "500m", "64Mi", "128Mi"))],
-        pod_resources=(str(cpus), str(cpus), "2Gi", "2Gi"),
+        containers=[container("main", cpu=str(main), memory="1Gi")],
+        init_containers=[
+            sidecar("proxy", cpu_request="100m", cpu_limit="500m", memory_request="64Mi", memory_limit="128Mi")
+        ],
+        pod_resources=resources(cpu=str(cpus), memory="2Gi"),
     )
 
 
 def classic(name: str, cpus: int, memory: str = "1Gi") -> dict[str, Any]:
-    return make_pod(name, containers=[("app", str(cpus), str(cpus), memory, memory)])
+    return make_pod(name, containers=[container("app", cpu=str(cpus), memory=memory)])
 
 
 def publish(topology: Topology, cfg: AgentConfig, *pods: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """Admit the pods in order and compute the object."""
-    planner = Planner(topology, cfg)
+    planner = Planner(topology, cfg.planner)
     for raw in pods:
         assert planner.admit(pod_from_dict(raw)).admitted
     return node_resource_topology(
         node_name="node-1",
         topology=topology,
-        occupancy=occupancy_of(topology, cfg, planner.snapshot()),
-        attributes=attributes_of(cfg),
+        occupancy=occupancy_of(topology, cfg.planner, planner.snapshot()),
+        attributes=attributes_of(cfg.planner),
         **kwargs,
     )
 

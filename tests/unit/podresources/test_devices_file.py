@@ -17,7 +17,7 @@ from agent.podresources import (
     parse_devices,
 )
 
-ISSUE_EXAMPLE = """
+DOCUMENTED_EXAMPLE = """
 - namespace: ml
   pod: trainer
   container: train
@@ -26,8 +26,8 @@ ISSUE_EXAMPLE = """
 """
 
 
-def test_the_issue_example() -> None:
-    """The example of issue 11 reads as one container holding gpu-2 on NUMA node 2."""
+def test_the_documented_example() -> None:
+    """The module's example reads as one container holding gpu-2 on NUMA node 2."""
     expected = DeviceAssignments.of(
         {
             ContainerKey(namespace="ml", pod="trainer", container="train"): [
@@ -35,7 +35,7 @@ def test_the_issue_example() -> None:
             ]
         }
     )
-    assert expected == parse_devices(yaml.safe_load(ISSUE_EXAMPLE))
+    assert expected == parse_devices(yaml.safe_load(DOCUMENTED_EXAMPLE))
 
 
 def test_defaults_and_empty_documents(tmp_path: Path) -> None:
@@ -73,7 +73,10 @@ def with_(**changes: Any) -> list[dict[str, Any]]:
         (with_(devices=[]), "f: entry 0 (ml/p container c).devices: [] is not a non-empty list"),
         (
             with_(devices=[{"resource": "gpu", "ids": ["g"]}]),
-            "f: entry 0 (ml/p container c).devices[0].resource: 'gpu' is not an extended resource name such as vendor.com/gpu",
+            (
+                "f: entry 0 (ml/p container c).devices[0].resource: 'gpu' is not an extended resource name such as "
+                "vendor.com/gpu"
+            ),
         ),
         (
             with_(devices=[{"resource": "v.io/gpu", "ids": []}]),

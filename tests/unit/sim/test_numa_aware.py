@@ -6,13 +6,15 @@ from typing import Any
 
 import pytest
 
+from agent.alloc import TopologyManagerPolicy, TopologyManagerScope
 from agent.config import config_from_mapping
-from agent.pods.model import PodView, pod_from_dict
+from agent.pods import PodView, pod_from_dict
 from agent.sim.engine import simulate
 from agent.sim.machines import example_machine
 from agent.sim.numa_aware import nrt_filter, nrt_score, topology_manager, zones_of
 from agent.sim.presets import preset
-from podfactory import make_pod, sidecar
+from agent.sim.scheduler import SchedulerName
+from tests.support.podfactory import container, make_pod, sidecar
 
 
 def nrt(policy: str, scope: str, *zones: dict[str, str]) -> dict[str, Any]:
@@ -44,10 +46,18 @@ def gu(cpus: str, memory: str = "1Gi", **extra: str) -> PodView:
 def test_zones_and_attributes_are_read_like_the_plugin() -> None:
     """Only Node zones named node-<id> count; attributes give policy and scope, defaulting to none/container."""
     obj = nrt("single-numa-node", "pod", {"cpu": "4", "memory": "1Gi"})
+    obj["zones"].append({"name": "node-x", "type": "Node", "resources": [{"name": "cpu", "available": "8"}]})
     assert [0] == [z.numa for z in zones_of(obj)]
     assert {"cpu": 4000, "memory": 2**30} == dict(zones_of(obj)[0].available)
-    assert ("single-numa-node", "pod") == topology_manager(obj)
-    assert ("none", "container") == topology_manager({"zones": []})
+    assert (TopologyManagerPolicy.SINGLE_NUMA_NODE, TopologyManagerScope.POD) == topology_manager(obj)
+    assert (TopologyManagerPolicy.NONE, TopologyManagerScope.CONTAINER) == topology_manager({"zones": []})
+
+
+def test_unknown_attribute_values_read_as_the_plugins_defaults() -> None:
+    """A policy or scope name the plugin does not know counts as its default: none, container."""
+    assert (TopologyManagerPolicy.NONE, TopologyManagerScope.CONTAINER) == topology_manager(
+        nrt("SingleNUMANode", "Pod", {"cpu": "4"})
+    )
 
 
 @pytest.mark.parametrize(
@@ -87,13 +97,20 @@ def test_other_policies_and_best_effort_pods_pass() -> None:
 
 def test_burstable_pods_pass_on_cpu_and_memory() -> None:
     """A Burstable pod's CPU and memory fit any zone listing them, as in isResourceSetSuitable."""
-    burstable = pod_from_dict(make_pod("b", containers=[("c", "8", "16", "1Gi", "2Gi")]))
+    burstable = pod_from_dict(
+        make_pod(
+            "b",
+            containers=[container("c", cpu_request="8", cpu_limit="16", memory_request="1Gi", memory_limit="2Gi")],
+        )
+    )
     assert nrt_filter(burstable, nrt("single-numa-node", "pod", {"cpu": "1", "memory": "1Mi"}))
 
 
 def test_container_scope_subtracts_each_container() -> None:
     """Container scope: two 3-CPU containers need 3 + 3 on one zone, or one on each; a sidecar counts too."""
-    two = pod_from_dict(make_pod("t", containers=[("a", "3", "3", "1Gi", "1Gi"), ("b", "3", "3", "1Gi", "1Gi")]))
+    two = pod_from_dict(
+        make_pod("t", containers=[container("a", cpu="3", memory="1Gi"), container("b", cpu="3", memory="1Gi")])
+    )
     assert nrt_filter(
         two, nrt("single-numa-node", "container", {"cpu": "3", "memory": "8Gi"}, {"cpu": "3", "memory": "8Gi"})
     )
@@ -102,7 +119,9 @@ def test_container_scope_subtracts_each_container() -> None:
     )
     with_sidecar = pod_from_dict(
         make_pod(
-            "s", containers=[("a", "3", "3", "1Gi", "1Gi")], init_containers=[sidecar(("s", "2", "2", "1Gi", "1Gi"))]
+            "s",
+            containers=[container("a", cpu="3", memory="1Gi")],
+            init_containers=[sidecar("s", cpu="2", memory="1Gi")],
         )
     )
     assert not nrt_filter(with_sidecar, nrt("single-numa-node", "container", {"cpu": "4", "memory": "8Gi"}))
@@ -125,14 +144,15 @@ def test_least_allocated_score() -> None:
 
 
 def test_seed_mesh_single_numa_node_rejects_nothing() -> None:
-    """seed-mesh, single-numa-node, per container: 40 rejections with a NUMA-blind scheduler, 0 NUMA-aware, 160 admitted."""
+    """seed-mesh, single-numa-node, per container: 40 rejections with a NUMA-blind scheduler, 0 NUMA-aware; 160
+    admitted either way."""
     config = config_from_mapping(
         {"topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod", "kubeReserved": {"cpu": "1"}},
         env={},
     )
     figures = {}
-    for scheduler in ("least-allocated", "numa-aware"):
-        sim = simulate(example_machine(), config, preset("seed-mesh"), scheduler=scheduler)  # type: ignore[arg-type]
+    for scheduler in (SchedulerName.LEAST_ALLOCATED, SchedulerName.NUMA_AWARE):
+        sim = simulate(example_machine(), config, preset("seed-mesh"), scheduler=scheduler)
         per_container, pod_level = sim.results["per-container"], sim.results["pod-level"]
         figures[scheduler] = (
             per_container.pods_admitted,

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
 from agent.nrt import TopologyCalls
-from apiserver_emulator import ApiServerEmulator
+from tests.support.apiserver_emulator import ApiServerEmulator
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 GROUP, PLURAL = "topology.node.k8s.io", "noderesourcetopologies"
 
 
@@ -58,7 +60,8 @@ def test_node_get(api: ApiServerEmulator) -> None:
 
 
 def test_create_get_replace_and_conflicts(api: ApiServerEmulator) -> None:
-    """Create sets uid/resourceVersion/generation; a second create is 409; a stale PUT is 409; a fresh one bumps the generation."""
+    """Create sets uid/resourceVersion/generation; a second create is 409; a stale PUT is 409; a fresh one bumps the
+    generation."""
     client = calls(api)
     created = client.create_topology(body())
     assert 1 == created["metadata"]["generation"]
@@ -84,19 +87,24 @@ def test_invalid_objects_are_refused_with_422(api: ApiServerEmulator) -> None:
 def test_merge_patch_and_other_patch_types(api: ApiServerEmulator) -> None:
     """A JSON merge patch is applied; a JSON patch is 415."""
     calls(api).create_topology(body())
-    api_client = api.api().api_client
-    path = f"/apis/{GROUP}/v1alpha2/{PLURAL}/n1"
-    for content_type, expected in (("application/merge-patch+json", 200), ("application/json-patch+json", 415)):
-        request = api_client.param_serialize(
-            method="PATCH",
-            resource_path=path,
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body={"attributes": [{"name": "a", "value": "b"}]},
+    url = urlsplit(api.url)
+    statuses = []
+    for content_type in ("application/merge-patch+json", "application/json-patch+json"):
+        conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=5)
+        conn.request(
+            "PATCH",
+            f"/apis/{GROUP}/v1alpha2/{PLURAL}/n1",
+            body=json.dumps({"attributes": [{"name": "a", "value": "b"}]}),
+            headers={"Content-Type": content_type, "Accept": "application/json"},
         )
-        response = api_client.call_api(*request)
+        response = conn.getresponse()
         response.read()
-        assert expected == response.status
-    assert [{"name": "a", "value": "b"}] == api.objects.custom(GROUP, PLURAL, "n1")["attributes"]  # type: ignore[index]
+        conn.close()
+        statuses.append(response.status)
+    assert [200, 415] == statuses
+    stored = api.objects.custom(GROUP, PLURAL, "n1")
+    assert stored is not None
+    assert [{"name": "a", "value": "b"}] == stored["attributes"]
 
 
 def test_unknown_crd_is_404() -> None:

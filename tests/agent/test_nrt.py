@@ -14,11 +14,11 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from agentfixture import AgentNode, kubeconfig, lines, make_node, running, sample, wait_until
-from apiserver_emulator import ApiServerEmulator
-from podfactory import make_pod
-
-REPO = Path(__file__).resolve().parents[2]
+from agent.nrt import PublishResult
+from tests.support.agentfixture import AgentNode, kubeconfig, lines, make_node, running, sample, wait_until
+from tests.support.apiserver_emulator import ApiServerEmulator
+from tests.support.paths import REPO
+from tests.support.podfactory import container, make_pod
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def cpu_available(api: ApiServerEmulator) -> list[str] | None:
 def gu(name: str, cpus: str, ts: int) -> dict[str, Any]:
     return make_pod(
         name,
-        containers=[("app", cpus, cpus, "1Gi", "1Gi")],
+        containers=[container("app", cpu=cpus, memory="1Gi")],
         states={"app": "running"},
         creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
     )
@@ -68,7 +68,11 @@ def test_agent_publishes_and_follows_admissions(node: AgentNode, api: ApiServerE
         wait_until(lambda: cpu_available(api) == ["9", "16"], 10.0, "the object after pod a is gone")
         wait_until(
             lambda: (
-                3.0 == sum(sample(agent, "podpin_nrt_publishes_total", result=r) or 0.0 for r in ("created", "updated"))
+                3.0
+                == sum(
+                    sample(agent, "podpin_nrt_publishes_total", result=r) or 0.0
+                    for r in (PublishResult.CREATED, PublishResult.UPDATED)
+                )
             ),
             5.0,
             "three writes counted",

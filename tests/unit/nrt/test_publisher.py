@@ -17,18 +17,18 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.config import AgentConfig, config_from_mapping
-from agent.nrt import NRTPublisher, TopologyCalls, has_extended_resources
-from agent.pods.model import pod_from_dict
+from agent.nrt import NRTPublisher, PublishResult, TopologyCalls, has_extended_resources
 from agent.podresources import PodResourcesClient
+from agent.pods import pod_from_dict
 from agent.topology.model import Topology
-from apiserver_emulator import ApiServerEmulator
-from machines import machine
-from podfactory import make_pod
+from tests.support.apiserver_emulator import ApiServerEmulator
+from tests.support.machines import machine
+from tests.support.paths import REPO
+from tests.support.podfactory import container, make_pod
 from tests.support.podresources_emulator import PodResourcesEmulator
 
-REPO = Path(__file__).resolve().parents[2]
 GROUP, PLURAL = "topology.node.k8s.io", "noderesourcetopologies"
 GPU = "nvidia.com/gpu"
 
@@ -45,11 +45,17 @@ def api() -> Iterator[ApiServerEmulator]:
         yield em
 
 
+#: The publishers a test made: the ``stop`` fixture ends their threads, so nothing logs after the test.
+_MADE: list[NRTPublisher] = []
+
+
 @pytest.fixture
 def stop() -> Iterator[threading.Event]:
     event = threading.Event()
     yield event
     event.set()
+    while _MADE:
+        _MADE.pop().join(5.0)
 
 
 def config(**extra: Any) -> AgentConfig:
@@ -59,7 +65,9 @@ def config(**extra: Any) -> AgentConfig:
 
 
 def publisher(api: ApiServerEmulator, stop: threading.Event, cfg: AgentConfig, **kwargs: Any) -> NRTPublisher:
-    return NRTPublisher(TopologyCalls(api.api().api_client), cfg, node_name="node-1", stop=stop, **kwargs)
+    made = NRTPublisher(TopologyCalls(api.api().api_client), cfg, node_name="node-1", stop=stop, **kwargs)
+    _MADE.append(made)
+    return made
 
 
 def stored(api: ApiServerEmulator) -> dict[str, Any] | None:
@@ -73,7 +81,7 @@ def cpu_available(obj: dict[str, Any] | None) -> list[str]:
 
 def admit(planner: Planner, name: str, cpus: int) -> None:
     assert planner.admit(
-        pod_from_dict(make_pod(name, containers=[("app", str(cpus), str(cpus), "1Gi", "1Gi")]))
+        pod_from_dict(make_pod(name, containers=[container("app", cpu=str(cpus), memory="1Gi")]))
     ).admitted
 
 
@@ -93,7 +101,7 @@ def writes(api: ApiServerEmulator) -> list[str]:
 def test_creates_then_updates_owned_by_the_node(api: ApiServerEmulator, stop: threading.Event) -> None:
     """The first state creates the object (owned by the Node); a later admission replaces it with fewer CPUs free."""
     topology, cfg = machine(), config()
-    planner = Planner(topology, cfg)
+    planner = Planner(topology, cfg.planner)
     pub = publisher(api, stop, cfg)
     pub.offer(planner.snapshot(), topology)
     wait(lambda: stored(api) is not None)
@@ -115,7 +123,7 @@ def test_creates_then_updates_owned_by_the_node(api: ApiServerEmulator, stop: th
 def test_the_same_state_twice_writes_once(api: ApiServerEmulator, stop: threading.Event) -> None:
     """Offering an unchanged snapshot again, or an equal one, does not write again."""
     topology, cfg = machine(), config()
-    planner = Planner(topology, cfg)
+    planner = Planner(topology, cfg.planner)
     pub = publisher(api, stop, cfg)
     pub.offer(planner.snapshot(), topology)
     wait(lambda: pub.published == 1)
@@ -129,7 +137,7 @@ def test_the_same_state_twice_writes_once(api: ApiServerEmulator, stop: threadin
 def test_a_burst_is_coalesced_and_the_latest_state_wins(api: ApiServerEmulator, stop: threading.Event) -> None:
     """With minInterval 1s, ten admissions offered in a burst give at most two writes, the last one the final state."""
     topology, cfg = machine(), config(nrt={"minInterval": "1s"})
-    planner = Planner(topology, cfg)
+    planner = Planner(topology, cfg.planner)
     pub = publisher(api, stop, cfg)
     pub.offer(planner.snapshot(), topology)
     wait(lambda: pub.published == 1)
@@ -144,7 +152,7 @@ def test_a_burst_is_coalesced_and_the_latest_state_wins(api: ApiServerEmulator, 
 def test_offer_never_blocks_on_a_hanging_api_server(api: ApiServerEmulator, stop: threading.Event) -> None:
     """While the API server fails every request, offering returns at once; the latest state lands once it recovers."""
     topology, cfg = machine(), config()
-    planner = Planner(topology, cfg)
+    planner = Planner(topology, cfg.planner)
     registry = CollectorRegistry()
     pub = publisher(api, stop, cfg, registry=registry)
     api.fail_next(2, 500)
@@ -155,7 +163,7 @@ def test_offer_never_blocks_on_a_hanging_api_server(api: ApiServerEmulator, stop
     assert time.monotonic() - start < 0.5
     wait(lambda: stored(api) is not None, timeout=15.0)
     assert ["10", "16"] == cpu_available(stored(api))
-    assert 1.0 <= (registry.get_sample_value("podpin_nrt_publishes_total", {"result": "error"}) or 0.0)
+    assert 1.0 <= (registry.get_sample_value("podpin_nrt_publishes_total", {"result": PublishResult.ERROR}) or 0.0)
 
 
 def test_missing_crd_is_retried_until_it_exists(stop: threading.Event) -> None:
@@ -164,7 +172,7 @@ def test_missing_crd_is_retried_until_it_exists(stop: threading.Event) -> None:
         api.objects.add_node("node-1", uid="u")
         topology, cfg = machine(), config()
         pub = publisher(api, stop, cfg)
-        pub.offer(Planner(topology, cfg).snapshot(), topology)
+        pub.offer(Planner(topology, cfg.planner).snapshot(), topology)
         wait(lambda: any(r.status == 404 and r.path.startswith("/apis/") for r in api.requests))
         api.objects.register_crd(crd())
         wait(lambda: stored(api) is not None, timeout=15.0)
@@ -173,7 +181,7 @@ def test_missing_crd_is_retried_until_it_exists(stop: threading.Event) -> None:
 def test_someone_elses_change_is_replaced_by_podpins_view(api: ApiServerEmulator, stop: threading.Event) -> None:
     """Another writer's change is replaced on the next publish, with the resourceVersion just read (no blind write)."""
     topology, cfg = machine(), config()
-    planner = Planner(topology, cfg)
+    planner = Planner(topology, cfg.planner)
     pub = publisher(api, stop, cfg)
     pub.offer(planner.snapshot(), topology)
     wait(lambda: stored(api) is not None)
@@ -195,7 +203,7 @@ def test_devices_come_from_pod_resources_on_a_node_with_devices(stop: threading.
         kubelet.set_pod("ml", "t", {"train": [(GPU, ("gpu-1",), (1,))]})
         topology, cfg = machine(), config()
         pub = publisher(api, stop, cfg, devices=PodResourcesClient(kubelet.socket))
-        pub.offer(Planner(topology, cfg).snapshot(), topology)
+        pub.offer(Planner(topology, cfg.planner).snapshot(), topology)
         wait(lambda: stored(api) is not None)
         obj = stored(api)
         assert obj is not None
@@ -212,7 +220,7 @@ def test_no_devices_means_no_grpc_call(api: ApiServerEmulator, stop: threading.E
     with PodResourcesEmulator() as kubelet:
         topology, cfg = machine(), config()
         pub = publisher(api, stop, cfg, devices=PodResourcesClient(kubelet.socket))
-        pub.offer(Planner(topology, cfg).snapshot(), topology)
+        pub.offer(Planner(topology, cfg.planner).snapshot(), topology)
         wait(lambda: stored(api) is not None)
         assert [] == kubelet.calls
 
@@ -224,7 +232,7 @@ def test_missing_socket_publishes_without_devices(stop: threading.Event, tmp_pat
         api.objects.add_node("node-1", uid="u", capacity={GPU: "2"})
         topology, cfg = machine(), config()
         pub = publisher(api, stop, cfg, devices=PodResourcesClient(tmp_path / "kubelet.sock"))
-        pub.offer(Planner(topology, cfg).snapshot(), topology)
+        pub.offer(Planner(topology, cfg.planner).snapshot(), topology)
         wait(lambda: stored(api) is not None)
         obj = stored(api)
         assert obj is not None
@@ -235,10 +243,10 @@ def test_topology_change_is_published(api: ApiServerEmulator, stop: threading.Ev
     """A new topology (CPU hotplug) with its rebased state replaces the zones."""
     topology, cfg = machine(), config()
     pub = publisher(api, stop, cfg)
-    pub.offer(Planner(topology, cfg).snapshot(), topology)
+    pub.offer(Planner(topology, cfg.planner).snapshot(), topology)
     wait(lambda: stored(api) is not None)
     smaller: Topology = machine(cores_per_numa=4)
-    pub.offer(Planner(smaller, cfg).snapshot(), smaller)
+    pub.offer(Planner(smaller, cfg.planner).snapshot(), smaller)
     wait(lambda: cpu_available(stored(api)) == ["7", "8"])
 
 
@@ -250,7 +258,7 @@ def test_devices_are_refreshed_without_a_new_state(stop: threading.Event) -> Non
         kubelet.set_allocatable([(GPU, ("gpu-0",), (0,))])
         topology, cfg = machine(), config()
         pub = publisher(api, stop, cfg, devices=PodResourcesClient(kubelet.socket), refresh_period=0.3)
-        pub.offer(Planner(topology, cfg).snapshot(), topology)
+        pub.offer(Planner(topology, cfg.planner).snapshot(), topology)
 
         def gpu_free() -> str | None:
             obj = stored(api)
@@ -278,10 +286,11 @@ def test_extended_resources_mean_devices(status: dict[str, Any], expected: bool)
 
 
 def test_a_recreated_node_gets_its_object_back(api: ApiServerEmulator, stop: threading.Event) -> None:
-    """The Node is deleted (its object collected) and recreated with a new uid: the refresh publishes again, owned by it."""
+    """The Node is deleted (its object collected) and recreated with a new uid: the refresh publishes again, owned by
+    the new Node."""
     topology, cfg = machine(), config()
     pub = publisher(api, stop, cfg, refresh_period=0.3)
-    pub.offer(Planner(topology, cfg).snapshot(), topology)
+    pub.offer(Planner(topology, cfg.planner).snapshot(), topology)
     wait(lambda: stored(api) is not None)
     api.objects.delete_node("node-1")
     assert stored(api) is None
