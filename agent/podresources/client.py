@@ -13,40 +13,51 @@ The kubelet serves ``v1.PodResourcesLister`` on a unix socket, by default
   falls back to ``List`` and remembers it;
 * ``List``: every pod's devices.
 
-gRPC is loaded on the first call, never at import: ``podpin plan`` and
+The calls go through grpclib (gRPC over the pure-Python ``h2`` HTTP/2
+implementation), loaded on the first call, never at import: ``podpin plan`` and
 ``podpin topology`` must not pay for it, and neither does an agent that never
-needs devices (importing ``grpc`` costs about 20 MiB of resident memory).
-Every call has a deadline (``timeout``), so a slow or hung kubelet cannot stall
-the caller for longer. A missing socket raises :class:`PodResourcesError` with
-kind ``missing`` before any gRPC code runs: without the socket podpin
-behaves as it did before it knew about devices. After ``UNAVAILABLE`` (the
-kubelet restarting) the channel is dropped and the next call dials afresh.
+needs devices. grpclib rather than grpcio because of the agent's memory budget
+(``docs/design.md``, "Performance goals"): in the running agent, importing
+grpcio's C core costs about 9 MiB of resident memory and its calls another
+4.5 MiB of threads and buffers (70.2 MiB on a GPU node against a 60 MiB goal);
+grpclib and ``h2`` add 1.9 MiB to what the agent already loads (``asyncio``,
+``ssl``), 59.9 MiB in all — the figures are in ``docs/benchmarks.md``, "Agent
+at rest".
+
+Each call opens its own connection to the socket, runs in a short event loop
+of its own (the publisher's thread has none) and closes it: nothing is held
+between the publisher's polls, and a restarted kubelet is simply dialled
+afresh. Every call has a deadline (``timeout``), so a slow or hung kubelet
+cannot stall the caller for longer. A missing socket raises
+:class:`PodResourcesError` with kind ``missing`` before any gRPC code runs:
+without the socket podpin behaves as it did before it knew about devices.
 """
 
 from __future__ import annotations
 
+import asyncio
 import stat
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from agent.podresources.model import AllocatableDevices, DeviceAssignments
 from agent.podresources.translate import allocatable_from_response, assignments_from_list, assignments_from_pod
 
 if TYPE_CHECKING:
-    import grpc
     from google.protobuf.message import Message
+    from grpclib.exceptions import GRPCError
 
 __all__ = ["DEFAULT_SOCKET", "ErrorKind", "PodResourcesClient", "PodResourcesError"]
 
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 """Where the kubelet serves the PodResources API."""
 
-#: The kubelet's own limit for a PodResources answer (``podresources.DefaultMaxMsgSize``), 16 MiB.
-_MAX_MESSAGE = 16 * 1024 * 1024
 #: The service's wire name: a method's path is ``/<service>/<method>``.
 _SERVICE = "v1.PodResourcesLister"
+
+_Reply = TypeVar("_Reply", bound="Message")
 
 
 class ErrorKind(StrEnum):
@@ -91,8 +102,6 @@ class PodResourcesClient:
         self.timeout = timeout
         self.on_problem = on_problem
         self.get_supported: bool | None = None  # None: not tried yet
-        self._channel: grpc.Channel | None = None
-        self._methods: dict[str, grpc.UnaryUnaryMultiCallable[Message, Message]] | None = None
 
     def present(self) -> bool:
         """True when the socket exists (the kubelet serves the API on this node)."""
@@ -110,7 +119,9 @@ class PodResourcesClient:
         """
         from agent.podresources.v1 import api_pb2
 
-        response = self._call("GetAllocatableResources", api_pb2.AllocatableResourcesRequest())
+        response = self._call(
+            "GetAllocatableResources", api_pb2.AllocatableResourcesRequest(), api_pb2.AllocatableResourcesResponse
+        )
         value, problems = allocatable_from_response(response)
         self._report(problems)
         return value
@@ -123,7 +134,7 @@ class PodResourcesClient:
         """
         from agent.podresources.v1 import api_pb2
 
-        response = self._call("List", api_pb2.ListPodResourcesRequest())
+        response = self._call("List", api_pb2.ListPodResourcesRequest(), api_pb2.ListPodResourcesResponse)
         value, problems = assignments_from_list(response)
         self._report(problems)
         return value
@@ -136,23 +147,24 @@ class PodResourcesClient:
         Raises:
             PodResourcesError: no socket, no answer within the timeout, or an error answer.
         """
-        import grpc
+        from grpclib.const import Status
+        from grpclib.exceptions import GRPCError
 
         from agent.podresources.v1 import api_pb2
 
         if self.get_supported is not False:
             request = api_pb2.GetPodResourcesRequest(pod_name=pod, pod_namespace=namespace)
             try:
-                response = self._call("Get", request, raw_errors=True)
-            except grpc.RpcError as err:
-                code, details = err.code(), err.details() or ""
-                if code == grpc.StatusCode.UNIMPLEMENTED or "Get method disabled" in details:
+                response = self._send("Get", request, api_pb2.GetPodResourcesResponse)
+            except GRPCError as err:
+                details = err.message or ""
+                if err.status == Status.UNIMPLEMENTED or "Get method disabled" in details:
                     self.get_supported = False
-                elif code == grpc.StatusCode.UNKNOWN and details.endswith("not found"):
+                elif err.status == Status.UNKNOWN and details.endswith("not found"):
                     self.get_supported = True
                     return DeviceAssignments()
                 else:
-                    raise self._error("Get", err) from err
+                    raise self._refused("Get", err) from err
             else:
                 self.get_supported = True
                 value, problems = assignments_from_pod(response)
@@ -167,75 +179,61 @@ class PodResourcesClient:
             }
         )
 
-    def close(self) -> None:
-        """Close the channel (a later call dials again)."""
-        if self._channel is not None:
-            self._channel.close()
-        self._channel = None
-        self._methods = None
-
     # -- plumbing --------------------------------------------------------------------------
     def _report(self, problems: Sequence[str]) -> None:
         if self.on_problem is not None:
             for problem in problems:
                 self.on_problem(problem)
 
-    def _connect(self) -> dict[str, grpc.UnaryUnaryMultiCallable[Message, Message]]:
-        """The service's three unary methods on a fresh channel (what a generated stub would hold)."""
-        if self._methods is None:
-            import grpc
+    def _call(self, method: str, request: Message, reply: type[_Reply]) -> _Reply:
+        """One call; every failure, an error answer included, as a :class:`PodResourcesError`."""
+        from grpclib.exceptions import GRPCError
 
-            from agent.podresources.v1 import api_pb2
+        try:
+            return self._send(method, request, reply)
+        except GRPCError as err:
+            raise self._refused(method, err) from err
 
-            channel = grpc.insecure_channel(
-                f"unix://{self.socket.resolve()}",
-                options=[("grpc.max_receive_message_length", _MAX_MESSAGE)],
-            )
-            responses: dict[str, type[Message]] = {
-                "List": api_pb2.ListPodResourcesResponse,
-                "GetAllocatableResources": api_pb2.AllocatableResourcesResponse,
-                "Get": api_pb2.GetPodResourcesResponse,
-            }
-            self._channel = channel
-            self._methods = {
-                name: channel.unary_unary(
-                    f"/{_SERVICE}/{name}",
-                    request_serializer=_serialize,
-                    response_deserializer=response.FromString,
-                )
-                for name, response in responses.items()
-            }
-        return self._methods
-
-    def _call(self, method: str, request: Any, *, raw_errors: bool = False) -> Any:
-        import grpc
+    def _send(self, method: str, request: Message, reply: type[_Reply]) -> _Reply:
+        """One call; no answer is a :class:`PodResourcesError`, an error answer the kubelet's ``GRPCError``."""
+        from grpclib.const import Status
+        from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
         if not self.present():
             raise PodResourcesError(
                 ErrorKind.MISSING, f"{self.socket}: no PodResources socket (the kubelet does not serve it)"
             )
-        methods = self._connect()
-        try:
-            return methods[method](request, timeout=self.timeout)
-        except grpc.RpcError as err:
-            if err.code() == grpc.StatusCode.UNAVAILABLE:
-                self.close()  # the kubelet went away: dial afresh next time
-            if raw_errors and err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise
-            raise self._error(method, err) from err
-
-    def _error(self, method: str, err: Any) -> PodResourcesError:
-        import grpc
-
-        code = err.code()
-        details = " ".join(str(err.details() or "").split())
         where = f"{self.socket}: {method}"
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return PodResourcesError(ErrorKind.TIMEOUT, f"{where}: no answer within {self.timeout:g}s")
-        if code == grpc.StatusCode.UNAVAILABLE:
-            return PodResourcesError(ErrorKind.UNAVAILABLE, f"{where}: the kubelet is not answering ({details})")
-        return PodResourcesError(ErrorKind.ERROR, f"{where}: {code.name}: {details}")
+        timeout = PodResourcesError(ErrorKind.TIMEOUT, f"{where}: no answer within {self.timeout:g}s")
+        try:
+            return asyncio.run(self._unary(method, request, reply))
+        except TimeoutError as err:
+            raise timeout from err
+        except GRPCError as err:
+            if err.status == Status.DEADLINE_EXCEEDED:
+                raise timeout from err
+            if err.status != Status.UNAVAILABLE:
+                raise
+            raise self._unavailable(where, err.message or "") from err
+        except (OSError, ProtocolError, StreamTerminatedError) as err:
+            raise self._unavailable(where, str(err) or type(err).__name__) from err
 
+    async def _unary(self, method: str, request: Message, reply: type[_Reply]) -> _Reply:
+        """The call on a connection of its own, closed when it is answered (or not)."""
+        from grpclib.client import Channel, UnaryUnaryMethod
 
-def _serialize(message: Message) -> bytes:
-    return message.SerializeToString()
+        channel = Channel(path=str(self.socket))
+        try:
+            call = UnaryUnaryMethod(channel, f"/{_SERVICE}/{method}", type(request), reply)
+            return await call(request, timeout=self.timeout)
+        finally:
+            channel.close()
+
+    def _unavailable(self, where: str, details: str) -> PodResourcesError:
+        return PodResourcesError(
+            ErrorKind.UNAVAILABLE, f"{where}: the kubelet is not answering ({' '.join(details.split())})"
+        )
+
+    def _refused(self, method: str, err: GRPCError) -> PodResourcesError:
+        details = " ".join((err.message or "").split())
+        return PodResourcesError(ErrorKind.ERROR, f"{self.socket}: {method}: {err.status.name}: {details}")

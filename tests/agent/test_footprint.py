@@ -3,8 +3,8 @@
 The agent's budget is 60 MiB of resident memory (``docs/design.md``, "Performance goals"). Two imports would
 break it on their own: the generated ``CoreV1Api`` module (~22 MiB; podpin
 makes its three calls through ``agent.kube.api.CoreCalls``) and NumPy (~11 MiB;
-only lattices of more than 8 NUMA nodes need it). gRPC and protobuf (~18 MiB) load only when the NodeResourceTopology
-publisher asks the kubelet's PodResources API for devices, never on import.
+only lattices of more than 8 NUMA nodes need it). The gRPC client (grpclib, h2) and protobuf load only when the
+NodeResourceTopology publisher asks the kubelet's PodResources API for devices, never on import.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ pod = {"metadata": {"name": "p", "uid": "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"},
 assert planner.admit(pod_from_dict(pod)).admitted
 print(json.dumps({"numpy": "numpy" in sys.modules,
                   "core_v1_api": "kubernetes.client.api.core_v1_api" in sys.modules,
-                  "grpc": "grpc" in sys.modules or "google.protobuf" in sys.modules}))
+                  "grpc": any(m in sys.modules for m in ("grpc", "grpclib", "h2", "google.protobuf"))}))
 """
 
 

@@ -60,7 +60,7 @@ PROBE = """
 import sys
 from agent.cli import main
 status = main(sys.argv[1:])
-print("GRPC", "grpc" in sys.modules or "google.protobuf" in sys.modules, file=sys.stderr)
+print("GRPC", any(m in sys.modules for m in ("grpc", "grpclib", "h2", "google.protobuf")), file=sys.stderr)
 """
 
 
