@@ -323,4 +323,8 @@ class NRIPlugin:
 
 
 def _fields(report: Report) -> dict[str, object]:
-    return {name: getattr(report, name) for name in report.__dataclass_fields__ if name != "kind"}
+    """The report as log fields (``event`` is structlog's own key: the NRI event is logged as ``method``)."""
+    fields = {name: getattr(report, name) for name in report.__dataclass_fields__ if name not in ("kind", "event")}
+    if isinstance(report, CallOutcome):
+        fields["method"] = report.event
+    return fields

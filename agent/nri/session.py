@@ -247,10 +247,10 @@ class Session:
         except ConnectionClosed as err:
             return f"connection closed during registration ({err})"
         deadline = time.monotonic() + self._registration_timeout
-        while not self._configured.is_set():
-            if stop.is_set():
-                return None
+        while not self._configured.is_set() and not stop.is_set():
             if self._conn.wait_closed(0.02):
+                if self._configured.is_set():
+                    break
                 return f"connection closed before Configure ({self._conn.close_reason})"
             if time.monotonic() >= deadline:
                 return f"registered, but no Configure within {self._registration_timeout:g}s"
@@ -330,7 +330,7 @@ class Session:
             None,
         )
         if updates is not None:
-            response.update.extend(updates_to_pb(updates))
+            response.update.extend(updates)
         return self._synced(response)
 
     def _synced(self, response: pb.SynchronizeResponse) -> bytes:

@@ -1,0 +1,1 @@
+"""Shared test helpers: emulators, builders and factories (import as ``tests.support.<module>``)."""
