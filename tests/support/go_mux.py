@@ -35,6 +35,7 @@ __all__ = [
     "GoReadError",
     "GoReader",
     "GoWriter",
+    "GoMessage",
     "GoTrunk",
     "RemoteError",
     "DeadlineExceeded",
@@ -132,7 +133,7 @@ class GoReader:
 
 
 @dataclass(frozen=True, slots=True)
-class _Msg:
+class GoMessage:
     stream_id: int
     kind: int
     flags: int
@@ -153,7 +154,7 @@ class GoTrunk:
         self._served = served
         self._write_lock = threading.Lock()
         self._frames: dict[int, queue.Queue[bytes | None]] = {conn: queue.Queue() for conn in (*served.keys(), *called)}
-        self._responses: dict[int, queue.Queue[_Msg]] = {}
+        self._responses: dict[int, queue.Queue[GoMessage]] = {}
         self._call_lock = threading.Lock()
         self._next_id: dict[int, int] = {conn: 1 for conn in called}
         self.closed = threading.Event()
@@ -194,7 +195,7 @@ class GoTrunk:
             RemoteError: non-OK status. DeadlineExceeded: no answer in time. TrunkClosed: closed first.
         """
         request = ttrpc_pb2.Request(service=service, method=method, payload=payload, timeout_nano=int(timeout * 1e9))
-        answers: queue.Queue[_Msg] = queue.Queue()
+        answers: queue.Queue[GoMessage] = queue.Queue()
         with self._call_lock:
             if self.closed.is_set():
                 raise TrunkClosed(self.error or "closed")
@@ -214,6 +215,20 @@ class GoTrunk:
         if response.status.code != 0:
             raise RemoteError(response.status.code, response.status.message)
         return response.payload
+
+    def exchange(self, conn: int, kind: int, data: bytes, timeout: float, *, stream_id: int | None = None) -> GoMessage:
+        """Send a raw message (on the next call stream id unless given) and wait for what answers it."""
+        answers: queue.Queue[GoMessage] = queue.Queue()
+        with self._call_lock:
+            if stream_id is None:
+                stream_id = self._next_id[conn]
+                self._next_id[conn] += 2
+            self._responses[stream_id] = answers
+            self.send_message(conn, stream_id, kind, data)
+        try:
+            return answers.get(timeout=timeout)
+        finally:
+            self._responses.pop(stream_id, None)
 
     # -- reading -------------------------------------------------------------------------------
     def _demux(self) -> None:
@@ -239,14 +254,14 @@ class GoTrunk:
             out += chunk
         return bytes(out)
 
-    def _messages(self, conn: int) -> Callable[[], _Msg]:
+    def _messages(self, conn: int) -> Callable[[], GoMessage]:
         reader = GoReader(self._frames[conn])
 
-        def next_message() -> _Msg:
+        def next_message() -> GoMessage:
             length, stream_id, kind, flags = struct.unpack(">IIBB", reader.read_full(10))
             if length > _MAX_DATA:
                 raise GoReadError(f"message of {length} bytes exceeds {_MAX_DATA}")
-            return _Msg(stream_id, kind, flags, reader.read_full(length) if length else b"")
+            return GoMessage(stream_id, kind, flags, reader.read_full(length) if length else b"")
 
         return next_message
 
@@ -302,4 +317,4 @@ class GoTrunk:
         for frames in self._frames.values():
             frames.put(None)
         for waiting in list(self._responses.values()):
-            waiting.put(_Msg(0, 0, 0, b""))
+            waiting.put(GoMessage(0, 0, 0, b""))
