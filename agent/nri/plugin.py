@@ -68,7 +68,8 @@ from agent.nri.conn import dial
 from agent.nri.handler import NRIHandler
 from agent.nri.model import ContainerUpdate
 from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, NRIStatus, PluginState, Report
-from agent.nri.session import Session, late_outcome
+from agent.nri.service import late_outcome
+from agent.nri.session import Session
 from agent.nri.worker import HandlerWorker, Job
 
 __all__ = [
@@ -277,12 +278,13 @@ class NRIPlugin:
             self._failures = failures
             self._last_error = error
             self._state = "connecting"
-        self._emit(self._event(kind, error=error, retry_in=round(delay, 3)), quiet=repeated and kind == "dial_failed")
+        event = self._event(kind, error=error, retry_in=round(delay, 3), failures=failures)
+        self._emit(event, quiet=repeated and kind == "dial_failed")
         self._sleep(stop, delay)
 
     # -- reporting ---------------------------------------------------------------------------
     def _event(
-        self, kind: ConnectionKind, *, error: str | None = None, retry_in: float | None = None
+        self, kind: ConnectionKind, *, error: str | None = None, retry_in: float | None = None, failures: int = 0
     ) -> ConnectionEvent:
         with self._lock:
             name, version = self._runtime
@@ -291,6 +293,7 @@ class NRIPlugin:
             socket_path=str(self._socket_path),
             error=error,
             retry_in=retry_in,
+            failures=failures,
             runtime_name=name,
             runtime_version=version,
         )

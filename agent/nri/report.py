@@ -76,12 +76,17 @@ class CallOutcome:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectionEvent:
-    """A change of the connection; ``retry_in`` is the backoff before the next attempt, if one follows."""
+    """A change of the connection.
+
+    ``retry_in`` is the backoff before the next attempt, if one follows, and
+    ``failures`` the failed attempts in a row it was computed from.
+    """
 
     kind: ConnectionKind
     socket_path: str
     error: str | None = None
     retry_in: float | None = None
+    failures: int = 0
     runtime_name: str = ""
     runtime_version: str = ""
 

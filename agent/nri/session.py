@@ -1,30 +1,15 @@
-"""One connection of the plugin to the runtime: register, get configured, serve events until it ends.
+"""One connection of the plugin to the runtime: register, get configured, serve until it ends.
 
 The handshake is the one of containerd/nri ``pkg/stub/stub.go`` (``Start``,
 ``register``) as the runtime expects it (``pkg/adaptation/plugin.go``:
-``start``, ``RegisterPlugin``, ``configure``; ``adaptation.go``:
-``acceptPluginConnections``):
-
-1. the plugin dials the socket, serves its Plugin service on mux connection 1
-   and calls ``Runtime/RegisterPlugin`` (name, two-digit index) on connection 2;
-2. the runtime calls ``Plugin/Configure`` (runtime name and version, its
-   registration and request timeouts); the answer is the event mask - bit
-   ``event - 1`` per subscribed event; a mask of 0 would subscribe to *all*;
-3. the runtime calls ``Plugin/Synchronize`` with every pod and container, in
-   chunks flagged ``more`` when large (each such chunk is answered
-   ``more: true`` with no updates; the last one carries the updates);
-4. then the subscribed events, one at a time: a runtime with NRI after v0.8.0
-   calls the dedicated methods (RunPodSandbox, StopPodSandbox,
-   RemovePodSandbox, RemoveContainer); NRI v0.8.0 (containerd 1.7) sends those
-   four as ``StateChange`` events. Both are served. CreateContainer,
-   UpdateContainer and StopContainer are their own calls in both.
-5. ``Plugin/Shutdown`` tells the plugin the runtime is going away.
-
-Every request is answered, and within the budget (``agent.nri.worker``): a
-handler that fails, answers nonsense or is slow gets an empty answer sent for
-it, and a :class:`~agent.nri.report.CallOutcome` says so. Answering an event
-with an error status would fail the pod or container in the runtime; podpin
-never does that.
+``connect``, ``start``, ``RegisterPlugin``; ``adaptation.go``:
+``acceptPluginConnections``): the plugin dials the socket, serves its Plugin
+service (``agent.nri.service``) on mux connection 1 and calls
+``Runtime/RegisterPlugin`` (name, two-digit index) on connection 2; the runtime
+answers, then calls Configure within its registration timeout, then
+Synchronize. A refused registration, no Configure in time or the connection
+closing first ends the session as *refused*; anything later ending it (runtime
+restart, Shutdown, a socket error, a malformed frame) as *disconnected*.
 """
 
 from __future__ import annotations
@@ -34,80 +19,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import structlog
 from google.protobuf.message import DecodeError
-from google.protobuf.message import Message as PBMessage
 
 from agent.nri.conn import MuxConnection
-from agent.nri.convert import (
-    ConvertError,
-    adjustment_to_pb,
-    container_from_pb,
-    pod_from_pb,
-    resources_from_pb,
-    update_from_pb,
-    updates_to_pb,
-)
+from agent.nri.convert import ConvertError, update_from_pb, updates_to_pb
 from agent.nri.frames import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN
 from agent.nri.handler import NRIHandler
-from agent.nri.model import Container, ContainerUpdate, CreateResult, PodSandbox
+from agent.nri.model import ContainerUpdate
 from agent.nri.proto import nri_pb2 as pb
-from agent.nri.report import CallOutcome, CallResult
-from agent.nri.ttrpc import CallTimeout, Client, ConnectionClosed, Method, RPCError, Server
-from agent.nri.worker import HandlerWorker, Job, WorkResult
+from agent.nri.service import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginService, Report
+from agent.nri.ttrpc import CallTimeout, Client, ConnectionClosed, RPCError, Server, StatusCode
+from agent.nri.worker import HandlerWorker
 
-__all__ = [
-    "DEFAULT_REQUEST_TIMEOUT",
-    "EVENT_MASK",
-    "PLUGIN_SERVICE",
-    "RUNTIME_SERVICE",
-    "Session",
-    "SessionEnd",
-    "SUBSCRIBED_EVENTS",
-]
-
-_log = structlog.get_logger("podpin.nri.session")
-
-PLUGIN_SERVICE = pb.DESCRIPTOR.services_by_name["Plugin"].full_name
-"""``nri.pkg.api.v1alpha1.Plugin``: the service podpin serves."""
-
-RUNTIME_SERVICE = pb.DESCRIPTOR.services_by_name["Runtime"].full_name
-"""``nri.pkg.api.v1alpha1.Runtime``: the service the runtime serves."""
-
-SUBSCRIBED_EVENTS = (
-    pb.RUN_POD_SANDBOX,
-    pb.STOP_POD_SANDBOX,
-    pb.REMOVE_POD_SANDBOX,
-    pb.CREATE_CONTAINER,
-    pb.UPDATE_CONTAINER,
-    pb.STOP_CONTAINER,
-    pb.REMOVE_CONTAINER,
-)
-"""The events podpin handles - all of them exist in NRI v0.8.0 (containerd 1.7)."""
-
-EVENT_MASK = sum(1 << (event - 1) for event in SUBSCRIBED_EVENTS)
-"""The ConfigureResponse ``events`` value: bit ``event - 1`` per subscribed event."""
-
-DEFAULT_REQUEST_TIMEOUT = 2.0
-"""The runtime's request timeout when it does not say (``DefaultPluginRequestTimeout``)."""
-
-_BUDGET_SHARE = 0.75
-"""The share of the runtime's request timeout the plugin waits for its handler before answering empty."""
-
-_STATE_EVENTS = {
-    pb.RUN_POD_SANDBOX: "RunPodSandbox",
-    pb.STOP_POD_SANDBOX: "StopPodSandbox",
-    pb.REMOVE_POD_SANDBOX: "RemovePodSandbox",
-    pb.REMOVE_CONTAINER: "RemoveContainer",
-}
-"""StateChange events podpin handles, by the name of their dedicated method."""
-
-Report = Callable[[CallOutcome], None]
-
-_EMPTY = b""
-"""The encoding of every empty reply message (Empty, RunPodSandboxResponse, ...): protobuf writes no bytes."""
+__all__ = ["Session", "SessionEnd"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,10 +50,6 @@ class SessionEnd:
     runtime_name: str = ""
     runtime_version: str = ""
     seconds: float = 0.0
-
-
-class _Invalid(Exception):
-    """A request podpin cannot read (answered empty, reported ``invalid``)."""
 
 
 class Session:
@@ -160,34 +81,18 @@ class Session:
         report: Report,
         on_state: Callable[[str, str, str], None],
     ) -> None:
-        self._handler = handler
-        self._worker = worker
         self._name = plugin_name
         self._index = plugin_index
-        self._handler_timeout = handler_timeout
         self._registration_timeout = registration_timeout
-        self._report = report
-        self._on_state = on_state
-        self._configured = threading.Event()
-        self._synchronized = threading.Event()
-        self._request_timeout = DEFAULT_REQUEST_TIMEOUT
-        self.runtime_name = ""
-        self.runtime_version = ""
-        self._sync_pods: list[pb.PodSandbox] = []
-        self._sync_containers: list[pb.Container] = []
-        methods: dict[str, Method] = {
-            "Configure": self._configure,
-            "Synchronize": self._synchronize,
-            "Shutdown": self._shutdown,
-            "RunPodSandbox": self._run_pod_sandbox,
-            "StopPodSandbox": self._stop_pod_sandbox,
-            "RemovePodSandbox": self._remove_pod_sandbox,
-            "CreateContainer": self._create_container,
-            "UpdateContainer": self._update_container,
-            "StopContainer": self._stop_container,
-            "RemoveContainer": self._remove_container,
-            "StateChange": self._state_change,
-        }
+        self._ended = threading.Event()
+        self._service = PluginService(
+            handler=handler,
+            worker=worker,
+            handler_timeout=handler_timeout,
+            report=report,
+            on_state=on_state,
+            cancel=self._ended,
+        )
         self._conn = MuxConnection(
             sock,
             {PLUGIN_SERVICE_CONN: self._feed_server, RUNTIME_SERVICE_CONN: self._feed_client},
@@ -197,10 +102,9 @@ class Session:
         self._client = Client(lambda data: self._conn.send(RUNTIME_SERVICE_CONN, data), name="NRI runtime service")
         self._server = Server(
             lambda data: self._conn.send(PLUGIN_SERVICE_CONN, data),
-            {PLUGIN_SERVICE: methods},
+            {PLUGIN_SERVICE: self._service.methods()},
             name="NRI plugin service",
         )
-        self._ended = threading.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> SessionEnd:
@@ -225,11 +129,11 @@ class Session:
             self._conn.join(1.0)
         return SessionEnd(
             reason=refused or self._conn.close_reason or "",
-            configured=self._configured.is_set(),
-            synchronized=self._synchronized.is_set(),
+            configured=self._service.configured.is_set(),
+            synchronized=self._service.synchronized.is_set(),
             refused=refused is not None,
-            runtime_name=self.runtime_name,
-            runtime_version=self.runtime_version,
+            runtime_name=self._service.runtime_name,
+            runtime_version=self._service.runtime_version,
             seconds=time.monotonic() - started,
         )
 
@@ -241,15 +145,19 @@ class Session:
                 RUNTIME_SERVICE, "RegisterPlugin", request.SerializeToString(), self._registration_timeout
             )
         except RPCError as err:
-            return f"registration refused: {err.status_message} ({err})"
+            try:
+                code = StatusCode(err.code).name
+            except ValueError:
+                code = str(err.code)
+            return f"registration refused: {err.status_message} ({code})"
         except CallTimeout:
             return f"no answer to RegisterPlugin within {self._registration_timeout:g}s"
         except ConnectionClosed as err:
             return f"connection closed during registration ({err})"
         deadline = time.monotonic() + self._registration_timeout
-        while not self._configured.is_set() and not stop.is_set():
+        while not self._service.configured.is_set() and not stop.is_set():
             if self._conn.wait_closed(0.02):
-                if self._configured.is_set():
+                if self._service.configured.is_set():
                     break
                 return f"connection closed before Configure ({self._conn.close_reason})"
             if time.monotonic() >= deadline:
@@ -274,7 +182,7 @@ class Session:
     @property
     def synchronized(self) -> bool:
         """True once the first Synchronize was answered."""
-        return self._synchronized.is_set()
+        return self._service.synchronized.is_set()
 
     def close(self, reason: str) -> None:
         """End the connection (``run`` returns)."""
@@ -290,278 +198,3 @@ class Session:
 
     def _feed_client(self, data: bytes) -> None:
         self._client.feed(data)
-
-    # -- the Plugin service ----------------------------------------------------------------
-    def _configure(self, payload: bytes, timeout: float | None) -> bytes:
-        request = _decode(pb.ConfigureRequest, payload)
-        self.runtime_name, self.runtime_version = request.runtime_name, request.runtime_version
-        if request.request_timeout > 0:
-            self._request_timeout = request.request_timeout / 1000
-        self._configured.set()
-        self._on_state("configured", self.runtime_name, self.runtime_version)
-        return pb.ConfigureResponse(events=EVENT_MASK).SerializeToString()
-
-    def _synchronize(self, payload: bytes, timeout: float | None) -> bytes:
-        try:
-            request = _decode(pb.SynchronizeRequest, payload)
-        except _Invalid as err:
-            self._outcome("Synchronize", "invalid", error=str(err))
-            self._sync_pods, self._sync_containers = [], []
-            return self._synced(pb.SynchronizeResponse())
-        self._sync_pods.extend(request.pods)
-        self._sync_containers.extend(request.containers)
-        if request.more:
-            return pb.SynchronizeResponse(more=True).SerializeToString()
-        raw_pods, raw_containers = self._sync_pods, self._sync_containers
-        self._sync_pods, self._sync_containers = [], []
-        pods = [pod_from_pb(pod) for pod in raw_pods]
-        containers: list[Container] = []
-        for raw in raw_containers:
-            try:
-                containers.append(container_from_pb(raw))
-            except ConvertError as err:
-                self._outcome("Synchronize", "invalid", error=str(err), container_id=raw.id, container_name=raw.name)
-        response = pb.SynchronizeResponse()
-        updates = self._call(
-            "Synchronize",
-            lambda: self._handler.synchronize(tuple(pods), tuple(containers)),
-            timeout,
-            None,
-            None,
-        )
-        if updates is not None:
-            response.update.extend(updates)
-        return self._synced(response)
-
-    def _synced(self, response: pb.SynchronizeResponse) -> bytes:
-        data = response.SerializeToString()
-        if not self._synchronized.is_set():
-            self._synchronized.set()
-            self._on_state("synchronized", self.runtime_name, self.runtime_version)
-        return data
-
-    def _shutdown(self, payload: bytes, timeout: float | None) -> bytes:
-        _log.info("nri.shutdown", runtime=self.runtime_name, runtime_version=self.runtime_version)
-        self._outcome("Shutdown", "ok")
-        return _EMPTY
-
-    def _pod_call(
-        self,
-        event: str,
-        request_type: type[PBMessage],
-        payload: bytes,
-        timeout: float | None,
-        call: Callable[[PodSandbox], object],
-    ) -> bytes:
-        try:
-            pod = pod_from_pb(_decode(request_type, payload).pod)
-        except _Invalid as err:
-            self._outcome(event, "invalid", error=str(err))
-            return _EMPTY
-        self._call(event, lambda: call(pod), timeout, pod, None, check=_none)
-        return _EMPTY
-
-    def _run_pod_sandbox(self, payload: bytes, timeout: float | None) -> bytes:
-        return self._pod_call("RunPodSandbox", pb.RunPodSandboxRequest, payload, timeout, self._handler.run_pod_sandbox)
-
-    def _stop_pod_sandbox(self, payload: bytes, timeout: float | None) -> bytes:
-        return self._pod_call(
-            "StopPodSandbox", pb.StopPodSandboxRequest, payload, timeout, self._handler.stop_pod_sandbox
-        )
-
-    def _remove_pod_sandbox(self, payload: bytes, timeout: float | None) -> bytes:
-        return self._pod_call(
-            "RemovePodSandbox", pb.RemovePodSandboxRequest, payload, timeout, self._handler.remove_pod_sandbox
-        )
-
-    def _read_pod_container(
-        self, event: str, request_type: type[PBMessage], payload: bytes
-    ) -> tuple[Any, PodSandbox, Container] | None:
-        try:
-            request: Any = _decode(request_type, payload)
-            return request, pod_from_pb(request.pod), container_from_pb(request.container)
-        except (_Invalid, ConvertError) as err:
-            self._outcome(event, "invalid", error=str(err))
-            return None
-
-    def _create_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("CreateContainer", pb.CreateContainerRequest, payload)
-        response = pb.CreateContainerResponse()
-        if read is None:
-            return response.SerializeToString()
-        _, pod, container = read
-
-        def answer(result: object) -> pb.CreateContainerResponse:
-            if not isinstance(result, CreateResult):
-                raise TypeError(f"create_container returned {type(result).__name__}, not CreateResult")
-            built = pb.CreateContainerResponse()
-            adjust = adjustment_to_pb(result.adjustment)
-            if adjust is not None:
-                built.adjust.CopyFrom(adjust)
-            built.update.extend(updates_to_pb(result.updates))
-            return built
-
-        built = self._call(
-            "CreateContainer",
-            lambda: self._handler.create_container(pod, container),
-            timeout,
-            pod,
-            container,
-            check=answer,
-        )
-        return (built or response).SerializeToString()
-
-    def _update_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("UpdateContainer", pb.UpdateContainerRequest, payload)
-        if read is None:
-            return _EMPTY
-        request, pod, container = read
-        try:
-            requested = (
-                resources_from_pb("UpdateContainerRequest.linux_resources", request.linux_resources)
-                if request.HasField("linux_resources")
-                else None
-            )
-        except ConvertError as err:
-            self._outcome("UpdateContainer", "invalid", error=str(err), container_id=container.id)
-            return _EMPTY
-        updates = self._call(
-            "UpdateContainer",
-            lambda: self._handler.update_container(pod, container, requested),
-            timeout,
-            pod,
-            container,
-        )
-        return pb.UpdateContainerResponse(update=updates or []).SerializeToString()
-
-    def _stop_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("StopContainer", pb.StopContainerRequest, payload)
-        if read is None:
-            return _EMPTY
-        _, pod, container = read
-        updates = self._call(
-            "StopContainer", lambda: self._handler.stop_container(pod, container), timeout, pod, container
-        )
-        return pb.StopContainerResponse(update=updates or []).SerializeToString()
-
-    def _remove_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("RemoveContainer", pb.RemoveContainerRequest, payload)
-        if read is not None:
-            _, pod, container = read
-            self._call(
-                "RemoveContainer",
-                lambda: self._handler.remove_container(pod, container),
-                timeout,
-                pod,
-                container,
-                check=_none,
-            )
-        return _EMPTY
-
-    def _state_change(self, payload: bytes, timeout: float | None) -> bytes:
-        empty = _EMPTY
-        try:
-            request = _decode(pb.StateChangeEvent, payload)
-        except _Invalid as err:
-            self._outcome("StateChange", "invalid", error=str(err))
-            return empty
-        event = _STATE_EVENTS.get(request.event)
-        if event is None:
-            name = pb.Event.Name(request.event) if request.event in pb.Event.values() else str(request.event)
-            self._outcome(f"StateChange({name})", "ignored")
-            return empty
-        try:
-            pod = pod_from_pb(request.pod)
-            container = container_from_pb(request.container) if request.HasField("container") else None
-        except ConvertError as err:
-            self._outcome(event, "invalid", error=str(err))
-            return empty
-        calls: dict[str, Callable[[], object]] = {
-            "RunPodSandbox": lambda: self._handler.run_pod_sandbox(pod),
-            "StopPodSandbox": lambda: self._handler.stop_pod_sandbox(pod),
-            "RemovePodSandbox": lambda: self._handler.remove_pod_sandbox(pod),
-        }
-        if container is not None:
-            calls["RemoveContainer"] = lambda: self._handler.remove_container(pod, container)
-        call = calls.get(event)
-        if call is None:
-            self._outcome(event, "invalid", error=f"StateChange {event} without a container")
-            return empty
-        self._call(event, call, timeout, pod, container, check=_none)
-        return empty
-
-    # -- handler calls ---------------------------------------------------------------------
-    def _budget(self, timeout: float | None) -> float:
-        runtime = timeout if timeout is not None and timeout > 0 else self._request_timeout
-        return max(0.0, min(self._handler_timeout, _BUDGET_SHARE * runtime))
-
-    def _call(
-        self,
-        event: str,
-        fn: Callable[[], object],
-        timeout: float | None,
-        pod: PodSandbox | None,
-        container: Container | None,
-        *,
-        check: Callable[[object], Any] | None = None,
-    ) -> Any:
-        """Run one handler call; return its checked answer, or None when the runtime must get an empty one."""
-        where = _where(pod, container)
-        budget = self._budget(timeout)
-        result: WorkResult = self._worker.call(fn, budget, tag=(event, where), cancel=self._ended)
-        check = check or _updates
-        if result.kind == "ok":
-            try:
-                answer = check(result.value)
-            except (TypeError, ValueError) as err:
-                self._outcome(event, "error", seconds=result.seconds, error=f"invalid answer: {err}", **where)
-                return None
-            self._outcome(event, "ok", seconds=result.seconds, **where)
-            return answer
-        if result.kind == "error":
-            error = f"{type(result.error).__name__}: {result.error}"
-            self._outcome(event, "error", seconds=result.seconds, error=error, **where)
-        elif result.kind == "busy":
-            self._outcome(event, "error", error="handler busy: too many calls already waiting", **where)
-        elif result.kind == "timeout":
-            error = f"no answer within {budget:.3g}s; answered without adjustment"
-            self._outcome(event, "timeout", seconds=budget, error=error, **where)
-        else:
-            self._outcome(event, "error", seconds=result.seconds, error="connection closed while waiting", **where)
-        return None
-
-    def _outcome(self, event: str, result: CallResult, **fields: Any) -> None:
-        self._report(CallOutcome(event=event, result=result, **fields))
-
-
-def late_outcome(job: Job) -> CallOutcome:
-    """The report of an abandoned handler call that has now finished."""
-    event, where = job.tag if isinstance(job.tag, tuple) else ("unknown", {})
-    error = None if job.error is None else f"{type(job.error).__name__}: {job.error}"
-    return CallOutcome(event=event, result="late", seconds=job.seconds, error=error, **where)
-
-
-def _decode(message_type: type[Any], payload: bytes) -> Any:
-    try:
-        return message_type.FromString(payload)
-    except DecodeError as err:
-        raise _Invalid(f"undecodable {message_type.__name__}: {err}") from err
-
-
-def _none(value: object) -> None:
-    return None
-
-
-def _updates(value: object) -> list[pb.ContainerUpdate]:
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
-        raise TypeError(f"expected a sequence of ContainerUpdate, got {type(value).__name__}")
-    return updates_to_pb(value)
-
-
-def _where(pod: PodSandbox | None, container: Container | None) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    if pod is not None:
-        fields.update(pod_uid=pod.uid, namespace=pod.namespace, pod_name=pod.name)
-    if container is not None:
-        fields.update(container_id=container.id, container_name=container.name)
-    return fields

@@ -24,7 +24,7 @@ from agent.nri.frames import (
     encode_mux_frame,
     split_message,
 )
-from tests.support.go_mux import GoReadError, GoReader
+from tests.support.go_mux import GoReader, GoReadError
 
 
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from agent.nri.proto import nri_pb2, ttrpc_pb2
-from agent.nri.session import EVENT_MASK, PLUGIN_SERVICE, RUNTIME_SERVICE
+from agent.nri.service import EVENT_MASK, PLUGIN_SERVICE, RUNTIME_SERVICE
 
 REPO = Path(__file__).resolve().parents[3]
 GENERATED = (

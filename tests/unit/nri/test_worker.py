@@ -41,7 +41,7 @@ def test_budget_ends_the_wait_and_the_late_result_is_reported(worker: HandlerWor
     result = worker.call(lambda: release.wait(5) and "done", 0.1, tag="create c1")
     waited = time.monotonic() - started
     assert "timeout" == result.kind
-    assert 0.1 <= waited < 0.5
+    assert 0.1 <= waited < 1.0
     release.set()
     for _ in range(100):
         if late:
@@ -77,7 +77,7 @@ def test_too_many_queued_calls_are_refused(worker: HandlerWorker) -> None:
     worker.call(lambda: None, 0.01)  # queued
     started = time.monotonic()
     busy = worker.call(lambda: None, 1.0)
-    assert ("busy", True) == (busy.kind, time.monotonic() - started < 0.1)
+    assert ("busy", True) == (busy.kind, time.monotonic() - started < 0.5)
     release.set()
 
 
@@ -88,5 +88,5 @@ def test_cancel_stops_the_wait_early(worker: HandlerWorker) -> None:
     threading.Timer(0.05, cancel.set).start()
     started = time.monotonic()
     result = worker.call(lambda: release.wait(5), 2.0, cancel=cancel)
-    assert ("cancelled", True) == (result.kind, time.monotonic() - started < 0.5)
+    assert ("cancelled", True) == (result.kind, time.monotonic() - started < 1.0)
     release.set()
