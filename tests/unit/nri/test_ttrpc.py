@@ -232,3 +232,17 @@ def test_close_fails_waiting_and_later_calls() -> None:
     assert "peer closed: runtime restarted" == str(result[0])
     with pytest.raises(ConnectionClosed, match="runtime restarted"):
         peer.client.call("svc", "m", b"", 1)
+
+
+def test_concurrent_calls_get_their_own_answers_out_of_order() -> None:
+    """Two calls in flight on streams 1 and 3, answered 3 first: each caller gets the answer of its stream."""
+    peer = Peer()
+    first, first_result = _call_async(peer.client, "slow")
+    _wait(peer.wire, 1)
+    second, second_result = _call_async(peer.client, "fast")
+    _wait(peer.wire, 2)
+    peer.answer(1, payload=b"for 3")
+    second.join(1)
+    peer.answer(0, payload=b"for 1")
+    first.join(1)
+    assert ([b"for 1"], [b"for 3"]) == (first_result, second_result)
