@@ -48,8 +48,17 @@ as without NRI.
 
 **Reporting.** Every answered request yields a
 :class:`~agent.nri.report.CallOutcome`, every connection change a
-:class:`~agent.nri.report.ConnectionEvent`, both to ``on_report``; the plugin
-also logs them (``nri.*`` events). :meth:`NRIPlugin.status` is a snapshot.
+:class:`~agent.nri.report.ConnectionEvent`, both to ``on_report``;
+:meth:`NRIPlugin.status` is a snapshot. The plugin logs them too, one line
+each: ``nri.connected`` and ``nri.synchronized`` (info); ``nri.disconnected``,
+``nri.refused`` and ``nri.dial_failed`` (warning, with ``error``, ``retry_in``
+and ``failures``; a dial error that repeats unchanged drops to debug, so a node
+without NRI logs it once); ``nri.call`` (warning for ``error``, ``timeout``,
+``late`` and ``invalid``, debug otherwise, with ``method``, ``result``,
+``seconds`` and the pod and container); ``nri.shutdown`` (info).
+
+Run :meth:`NRIPlugin.run` on one thread at a time; the agent's runner owns
+that thread, as it owns its pod source's.
 """
 
 from __future__ import annotations
@@ -60,6 +69,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import structlog
 
@@ -182,9 +192,9 @@ class NRIPlugin:
         self._calls: Counter[tuple[str, str]] = Counter()
 
     @classmethod
-    def from_config(cls, config: NRIConfig, handler: NRIHandler, **options: object) -> NRIPlugin:
+    def from_config(cls, config: NRIConfig, handler: NRIHandler, **options: Any) -> NRIPlugin:
         """A plugin for the ``nri`` configuration section (``options`` as for the constructor)."""
-        return cls(handler, socket_path=config.socket_path, **options)  # type: ignore[arg-type]
+        return cls(handler, socket_path=config.socket_path, **options)
 
     # -- what the agent reads and calls ------------------------------------------------------
     def status(self) -> NRIStatus:

@@ -101,7 +101,8 @@ class NRIStatus:
 
     ``connected`` is true while events flow (state ``synchronized``).
     ``sessions`` counts connections that reached ``synchronized``;
-    ``failures`` the failed attempts since the last good connection.
+    ``failures`` the attempts in a row that failed (0 while connected; a
+    connection that drops soon after synchronizing keeps counting).
     ``calls`` counts answered requests by ``(event, result)``.
     """
 
