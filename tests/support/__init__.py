@@ -1,1 +1,1 @@
-"""Shared test helpers: emulators, builders and factories (import as ``tests.support.<module>``)."""
+"""Shared test helpers: API server emulator, fixture tree builders, pod factories, machines, strategies, vectors."""
