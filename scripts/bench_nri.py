@@ -30,13 +30,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.cpuset import CPUSet  # noqa: E402
-from agent.log import configure_logging  # noqa: E402
-from agent.nri.model import ContainerAdjustment, ContainerUpdate, CreateResult  # noqa: E402
-from agent.nri.plugin import NRIPlugin  # noqa: E402
-from agent.nri.proto import nri_pb2 as pb  # noqa: E402
-from tests.support.nri_plugin import RecordingHandler, short_socket_path  # noqa: E402
-from tests.support.nri_runtime import NRIRuntime, make_container, make_pod  # noqa: E402
+from agent.cpuset import CPUSet
+from agent.log import configure_logging
+from agent.nri import ContainerAdjustment, ContainerUpdate, CreateResult
+from agent.nri.plugin import NRIPlugin
+from agent.nri.proto import nri_pb2 as pb
+from tests.support.nri_plugin import RecordingHandler, short_socket_path
+from tests.support.nri_runtime import NRIRuntime, make_container, make_pod
 
 _RSS = """
 import sys, psutil
@@ -65,7 +65,10 @@ def measure(calls: int, containers: int) -> dict[str, Any]:
     )
     updates = [ContainerUpdate(container_id=f"{i:064x}", cpuset_cpus=CPUSet([i % 8])) for i in range(containers)]
     handler = RecordingHandler(
-        answers={"create_container": lambda pod, c: adjustment, "synchronize": lambda p, c: updates}
+        answers={
+            "create_container": lambda _pod, _container: adjustment,
+            "synchronize": lambda _pods, _containers: updates,
+        }
     )
     pods = [make_pod(f"u{i}") for i in range(containers)]
     existing = [make_container(f"{i:064x}", pods[i]) for i in range(containers)]

@@ -12,12 +12,13 @@ into frames and hands each payload to the byte sink registered for its id
 Anything wrong on the trunk ends it: the peer closing, a read or write error, a
 frame longer than the protocol allows, or a sink that cannot make sense of its
 bytes. ``on_close`` is called once with the reason; every later :meth:`send`
-raises :class:`ConnectionClosed`. :meth:`close` shuts the socket down, which
+raises :class:`ConnectionClosedError`. :meth:`close` shuts the socket down, which
 wakes the reader (and a writer blocked on a full socket) at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -25,7 +26,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from agent.nri.frames import FrameError, MuxDecoder, encode_mux_frame, split_message
-from agent.nri.ttrpc import ConnectionClosed
+from agent.nri.ttrpc import ConnectionClosedError
 
 __all__ = ["MuxConnection", "dial"]
 
@@ -98,18 +99,18 @@ class MuxConnection:
         """Write one encoded ttrpc message on logical connection ``conn_id``.
 
         Raises:
-            ConnectionClosed: the trunk has ended (or ends during the write).
+            ConnectionClosedError: the trunk has ended (or ends during the write).
         """
         data = b"".join(encode_mux_frame(conn_id, chunk) for chunk in split_message(message))
         with self._write_lock:
             if self._reason is not None:
-                raise ConnectionClosed(f"{self._name}: {self._reason}")
+                raise ConnectionClosedError(f"{self._name}: {self._reason}")
             try:
                 self._sock.sendall(data)
             except OSError as err:
                 reason = f"write failed: {err.strerror or err}"
                 self.close(reason)
-                raise ConnectionClosed(f"{self._name}: {reason}") from err
+                raise ConnectionClosedError(f"{self._name}: {reason}") from err
 
     def close(self, reason: str) -> None:
         """End the trunk (idempotent; the first reason wins) and wake the reader."""
@@ -117,15 +118,13 @@ class MuxConnection:
             if self._reason is not None:
                 return
             self._reason = reason
-        try:
+        with contextlib.suppress(OSError):  # already shut down or never fully connected: nothing to wake
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already shut down or never fully connected: nothing to wake
         self._closed.set()
         if self._on_close is not None:
             try:
                 self._on_close(reason)
-            except Exception:  # noqa: BLE001 - a failing callback must not keep the trunk half-closed
+            except Exception:  # a failing callback must not keep the trunk half-closed
                 _log.exception("nri.conn.on_close_failed", connection=self._name)
 
     def join(self, timeout: float) -> None:
@@ -156,7 +155,7 @@ class MuxConnection:
             except FrameError as err:
                 self.close(f"bad frame: {err}")
                 break
-            except Exception as err:  # noqa: BLE001 - a sink bug ends this connection, never the plugin
+            except Exception as err:  # a sink bug ends this connection, never the plugin
                 _log.exception("nri.conn.sink_failed", connection=self._name)
                 self.close(f"internal error reading a frame: {type(err).__name__}: {err}")
                 break

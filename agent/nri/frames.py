@@ -247,7 +247,7 @@ class MessageDecoder:
     its place, so the stream stays in step.
     """
 
-    __slots__ = ("_buffer", "_header", "_skip", "_limit")
+    __slots__ = ("_buffer", "_header", "_limit", "_skip")
 
     def __init__(self, limit: int = MAX_MESSAGE_DATA) -> None:
         self._buffer = bytearray()

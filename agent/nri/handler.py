@@ -1,10 +1,11 @@
 """The boundary between the NRI plugin and whoever decides: one narrow ``Protocol``.
 
 The plugin (``agent.nri.plugin``) speaks the protocol and never decides which
-CPUs a container gets (DESIGN §2: decisions are the planner's). For every
-runtime request it calls one method of an :class:`NRIHandler` with typed values
-(``agent.nri.model``) and translates the answer back. The integrator - the
-reconciler - implements the handler; tests implement it with a recorder.
+CPUs a container gets: the planner alone decides CPUs (``docs/design.md``,
+"Data flow"). For every runtime request it calls one method of an
+:class:`NRIHandler` with typed values (``agent.nri.model``) and translates the
+answer back. The integrator - the reconciler - implements the handler; tests
+implement it with a recorder.
 
 Calls come from one plugin thread, one at a time, in the order the runtime sent
 the requests, across reconnects. A call that raises, returns the wrong type or
@@ -16,7 +17,9 @@ may against its own other threads).
 Mirrors the hooks of containerd/nri ``pkg/stub/stub.go`` (``Synchronize``,
 ``RunPodSandbox``, ``StopPodSandbox``, ``RemovePodSandbox``,
 ``CreateContainer``, ``UpdateContainer``, ``StopContainer``,
-``RemoveContainer``), with podpin's types.
+``RemoveContainer``), with podpin's types. It is wider than podpin's usual
+boundary of one to three methods (``docs/style.md``, "Types and values")
+because it is NRI's event set, and one integrator answers all of it.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
+from agent.cgroups import CgroupValueError, parse_cpu_max
 from agent.cpuset import CPUSet
 
 __all__ = [
@@ -199,15 +200,13 @@ def quota_from_cpu_max(cpu_max: str) -> tuple[int, int]:
     """``(quota, period)`` of a cgroup v2 ``cpu.max`` value (``"max 100000"`` gives ``(-1, 100000)``).
 
     This is how a planned ``cpu.max`` becomes an adjustment's quota and period.
+    The grammar is the cgroup writer's (:func:`agent.cgroups.parse_cpu_max`),
+    with the period required: an adjustment states both.
 
     Raises:
-        ValueError: not ``"<quota|max> <period>"`` with positive integers.
+        CgroupValueError: not ``"<quota|max> <period>"`` as the kernel accepts it (a ``ValueError``).
     """
-    parts = cpu_max.split()
-    if len(parts) != 2 or not parts[1].isdigit() or int(parts[1]) <= 0:
-        raise ValueError(f"cpu.max {cpu_max!r} is not '<quota|max> <period>'")
-    if parts[0] == "max":
-        return UNLIMITED_QUOTA, int(parts[1])
-    if not parts[0].isdigit() or int(parts[0]) <= 0:
-        raise ValueError(f"cpu.max {cpu_max!r}: quota {parts[0]!r} is not a positive integer or 'max'")
-    return int(parts[0]), int(parts[1])
+    quota, period = parse_cpu_max(cpu_max)
+    if period is None:
+        raise CgroupValueError(f"invalid cpu.max {cpu_max!r}: an adjustment needs '<quota|max> <period>'", text=cpu_max)
+    return (UNLIMITED_QUOTA if quota is None else quota), period

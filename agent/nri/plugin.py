@@ -77,7 +77,16 @@ from agent.nri.config import DEFAULT_SOCKET_PATH, NRIConfig
 from agent.nri.conn import dial
 from agent.nri.handler import NRIHandler
 from agent.nri.model import ContainerUpdate
-from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, NRIStatus, PluginState, Report
+from agent.nri.report import (
+    CallOutcome,
+    CallResult,
+    ConnectionEvent,
+    ConnectionKind,
+    NRIMethod,
+    NRIStatus,
+    PluginState,
+    Report,
+)
 from agent.nri.service import late_outcome
 from agent.nri.session import Session
 from agent.nri.worker import HandlerWorker, Job
@@ -85,7 +94,7 @@ from agent.nri.worker import HandlerWorker, Job
 __all__ = [
     "DEFAULT_PLUGIN_INDEX",
     "DEFAULT_PLUGIN_NAME",
-    "NRINotConnected",
+    "NRINotConnectedError",
     "NRIPlugin",
     "Sleep",
     "backoff_delay",
@@ -99,11 +108,17 @@ DEFAULT_PLUGIN_NAME = "podpin"
 DEFAULT_PLUGIN_INDEX = "90"
 """The registration index: two digits (``CheckPluginIndex``); late, see the module docstring."""
 
+_GOOD_NEWS = frozenset({ConnectionKind.CONNECTED, ConnectionKind.SYNCHRONIZED})
+"""Connection changes logged at info; the others are warnings."""
+
+_ROUTINE = frozenset({CallResult.OK, CallResult.IGNORED})
+"""Request outcomes logged at debug; the others are warnings."""
+
 Sleep = Callable[[threading.Event, float], object]
 """Waits the given seconds or until the event is set, whichever comes first."""
 
 
-class NRINotConnected(RuntimeError):
+class NRINotConnectedError(RuntimeError):
     """The plugin has no synchronized connection to the runtime right now."""
 
 
@@ -183,13 +198,13 @@ class NRIPlugin:
         self._sleep = sleep
         self._jitter = jitter
         self._lock = threading.Lock()
-        self._state: PluginState = "stopped"
+        self._state = PluginState.STOPPED
         self._session: Session | None = None
         self._last_error: str | None = None
         self._sessions = 0
         self._failures = 0
         self._runtime = ("", "")
-        self._calls: Counter[tuple[str, str]] = Counter()
+        self._calls: Counter[tuple[NRIMethod, CallResult]] = Counter()
 
     @classmethod
     def from_config(cls, config: NRIConfig, handler: NRIHandler, **options: Any) -> NRIPlugin:
@@ -217,13 +232,13 @@ class NRIPlugin:
         """Ask the runtime to update running containers now; returns the updates it could not apply.
 
         Raises:
-            NRINotConnected: no synchronized connection.
-            ConnectionClosed, CallTimeout, RPCError (``agent.nri.ttrpc``): the call failed.
+            NRINotConnectedError: no synchronized connection.
+            ConnectionClosedError, CallTimeoutError, RPCError (``agent.nri.ttrpc``): the call failed.
         """
         with self._lock:
-            session = self._session if self._state == "synchronized" else None
+            session = self._session if self._state is PluginState.SYNCHRONIZED else None
         if session is None:
-            raise NRINotConnected(f"not connected to the NRI runtime at {self._socket_path}")
+            raise NRINotConnectedError(f"not connected to the NRI runtime at {self._socket_path}")
         return session.update_containers(updates, timeout)
 
     # -- the loop ----------------------------------------------------------------------------
@@ -234,15 +249,15 @@ class NRIPlugin:
         failures = 0
         try:
             while not stop.is_set():
-                self._set_state("connecting")
+                self._set_state(PluginState.CONNECTING)
                 try:
                     sock = dial(str(self._socket_path), self._dial_timeout)
                 except OSError as err:
                     failures += 1
                     error = f"cannot connect to {self._socket_path}: {err.strerror or err}"
-                    self._retry(stop, failures, "dial_failed", error)
+                    self._retry(stop, failures, ConnectionKind.DIAL_FAILED, error)
                     continue
-                self._set_state("registering")
+                self._set_state(PluginState.REGISTERING)
                 session = Session(
                     sock,
                     handler=self._handler,
@@ -264,22 +279,24 @@ class NRIPlugin:
                 if end.synchronized and end.seconds >= self._stable_after:
                     failures = 0
                 failures += 1
-                self._retry(stop, failures, "refused" if end.refused else "disconnected", end.reason)
+                kind = ConnectionKind.REFUSED if end.refused else ConnectionKind.DISCONNECTED
+                self._retry(stop, failures, kind, end.reason)
         finally:
-            self._set_state("stopped")
+            self._set_state(PluginState.STOPPED)
             if not worker.stop(0.2):
                 _log.warning("nri.handler_still_running", socket=str(self._socket_path))
 
-    def _session_state(self, state: str, runtime_name: str, runtime_version: str) -> None:
+    def _session_state(self, state: PluginState, runtime_name: str, runtime_version: str) -> None:
         """The session was configured or synchronized."""
+        synchronized = state is PluginState.SYNCHRONIZED
         with self._lock:
             self._runtime = (runtime_name, runtime_version)
-            if state == "synchronized":
+            if synchronized:
                 self._sessions += 1
                 self._failures = 0
                 self._last_error = None
-            self._state = "synchronized" if state == "synchronized" else "configured"
-        self._emit(self._event("synchronized" if state == "synchronized" else "connected"))
+            self._state = PluginState.SYNCHRONIZED if synchronized else PluginState.CONFIGURED
+        self._emit(self._event(ConnectionKind.SYNCHRONIZED if synchronized else ConnectionKind.CONNECTED))
 
     def _retry(self, stop: threading.Event, failures: int, kind: ConnectionKind, error: str) -> None:
         delay = backoff_delay(failures, self._backoff[0], self._backoff[1], self._jitter())
@@ -287,9 +304,9 @@ class NRIPlugin:
             repeated = self._last_error == error
             self._failures = failures
             self._last_error = error
-            self._state = "connecting"
+            self._state = PluginState.CONNECTING
         event = self._event(kind, error=error, retry_in=round(delay, 3), failures=failures)
-        self._emit(event, quiet=repeated and kind == "dial_failed")
+        self._emit(event, quiet=repeated and kind is ConnectionKind.DIAL_FAILED)
         self._sleep(stop, delay)
 
     # -- reporting ---------------------------------------------------------------------------
@@ -323,15 +340,15 @@ class NRIPlugin:
     def _emit(self, report: Report, *, quiet: bool = False) -> None:
         fields = {k: v for k, v in _fields(report).items() if v not in (None, "")}
         if isinstance(report, ConnectionEvent):
-            level = "info" if report.kind in ("connected", "synchronized") else "warning"
+            level = "info" if report.kind in _GOOD_NEWS else "warning"
             getattr(_log, "debug" if quiet else level)(f"nri.{report.kind}", **fields)
         else:
-            level = "debug" if report.result in ("ok", "ignored") else "warning"
+            level = "debug" if report.result in _ROUTINE else "warning"
             getattr(_log, level)("nri.call", **fields)
         if self._on_report is not None:
             try:
                 self._on_report(report)
-            except Exception:  # noqa: BLE001 - the integrator's callback must not break the plugin
+            except Exception:  # the integrator's callback must not break the plugin
                 _log.exception("nri.on_report_failed")
 
 

@@ -27,7 +27,8 @@ never does that (only a Configure it cannot read is refused).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -45,9 +46,9 @@ from agent.nri.convert import (
 from agent.nri.handler import NRIHandler
 from agent.nri.model import Container, CreateResult, PodSandbox
 from agent.nri.proto import nri_pb2 as pb
-from agent.nri.report import CallOutcome, CallResult
-from agent.nri.ttrpc import Method, RPCStatus, StatusCode
-from agent.nri.worker import HandlerWorker, Job, WorkResult
+from agent.nri.report import CallOutcome, CallResult, NRIMethod, PluginState
+from agent.nri.ttrpc import Method, RPCStatusError, StatusCode
+from agent.nri.worker import HandlerWorker, Job, WorkResult, WorkStatus
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
@@ -89,10 +90,10 @@ _BUDGET_SHARE = 0.75
 """The share of the runtime's request timeout the plugin waits for its handler before answering empty."""
 
 _STATE_EVENTS = {
-    pb.RUN_POD_SANDBOX: "RunPodSandbox",
-    pb.STOP_POD_SANDBOX: "StopPodSandbox",
-    pb.REMOVE_POD_SANDBOX: "RemovePodSandbox",
-    pb.REMOVE_CONTAINER: "RemoveContainer",
+    pb.RUN_POD_SANDBOX: NRIMethod.RUN_POD_SANDBOX,
+    pb.STOP_POD_SANDBOX: NRIMethod.STOP_POD_SANDBOX,
+    pb.REMOVE_POD_SANDBOX: NRIMethod.REMOVE_POD_SANDBOX,
+    pb.REMOVE_CONTAINER: NRIMethod.REMOVE_CONTAINER,
 }
 """StateChange events podpin handles, by the name of their dedicated method."""
 
@@ -103,7 +104,7 @@ _EMPTY = b""
 """The encoding of every empty reply message (Empty, RunPodSandboxResponse, ...): protobuf writes no bytes."""
 
 
-class _Invalid(Exception):
+class _InvalidRequestError(Exception):
     """A request podpin cannot read (answered empty, reported ``invalid``)."""
 
 
@@ -116,8 +117,9 @@ class PluginService:
         handler_timeout: the longest the service waits for the handler (capped
             at 75 % of the runtime's request timeout).
         report: receives one :class:`CallOutcome` per request.
-        on_state: called with ``"configured"`` or ``"synchronized"``, the
-            runtime's name and version, as each first happens.
+        on_state: called with :attr:`PluginState.CONFIGURED` or
+            :attr:`PluginState.SYNCHRONIZED`, the runtime's name and version, as
+            each first happens.
         cancel: set when the connection ends (waiting for the handler stops).
     """
 
@@ -128,7 +130,7 @@ class PluginService:
         worker: HandlerWorker,
         handler_timeout: float,
         report: Report,
-        on_state: Callable[[str, str, str], None],
+        on_state: Callable[[PluginState, str, str], None],
         cancel: threading.Event,
     ) -> None:
         self._handler = handler
@@ -148,36 +150,36 @@ class PluginService:
     def methods(self) -> dict[str, Method]:
         """The served methods by name."""
         return {
-            "Configure": self._configure,
-            "Synchronize": self._synchronize,
-            "Shutdown": self._shutdown,
-            "RunPodSandbox": self._run_pod_sandbox,
-            "StopPodSandbox": self._stop_pod_sandbox,
-            "RemovePodSandbox": self._remove_pod_sandbox,
-            "CreateContainer": self._create_container,
-            "UpdateContainer": self._update_container,
-            "StopContainer": self._stop_container,
-            "RemoveContainer": self._remove_container,
-            "StateChange": self._state_change,
+            NRIMethod.CONFIGURE: self._configure,
+            NRIMethod.SYNCHRONIZE: self._synchronize,
+            NRIMethod.SHUTDOWN: self._shutdown,
+            NRIMethod.RUN_POD_SANDBOX: self._run_pod_sandbox,
+            NRIMethod.STOP_POD_SANDBOX: self._stop_pod_sandbox,
+            NRIMethod.REMOVE_POD_SANDBOX: self._remove_pod_sandbox,
+            NRIMethod.CREATE_CONTAINER: self._create_container,
+            NRIMethod.UPDATE_CONTAINER: self._update_container,
+            NRIMethod.STOP_CONTAINER: self._stop_container,
+            NRIMethod.REMOVE_CONTAINER: self._remove_container,
+            NRIMethod.STATE_CHANGE: self._state_change,
         }
 
-    def _configure(self, payload: bytes, timeout: float | None) -> bytes:
+    def _configure(self, payload: bytes, _timeout: float | None) -> bytes:
         try:
             request = _decode(pb.ConfigureRequest, payload)
-        except _Invalid as err:
-            raise RPCStatus(StatusCode.INVALID_ARGUMENT, str(err)) from err
+        except _InvalidRequestError as err:
+            raise RPCStatusError(StatusCode.INVALID_ARGUMENT, str(err)) from err
         self.runtime_name, self.runtime_version = request.runtime_name, request.runtime_version
         if request.request_timeout > 0:
             self._request_timeout = request.request_timeout / 1000
         self.configured.set()
-        self._on_state("configured", self.runtime_name, self.runtime_version)
+        self._on_state(PluginState.CONFIGURED, self.runtime_name, self.runtime_version)
         return pb.ConfigureResponse(events=EVENT_MASK).SerializeToString()
 
     def _synchronize(self, payload: bytes, timeout: float | None) -> bytes:
         try:
             request = _decode(pb.SynchronizeRequest, payload)
-        except _Invalid as err:
-            self._outcome("Synchronize", "invalid", error=str(err))
+        except _InvalidRequestError as err:
+            self._outcome(NRIMethod.SYNCHRONIZE, CallResult.INVALID, error=str(err))
             self._sync_pods, self._sync_containers = [], []
             return self._synced(pb.SynchronizeResponse())
         self._sync_pods.extend(request.pods)
@@ -192,10 +194,16 @@ class PluginService:
             try:
                 containers.append(container_from_pb(raw))
             except ConvertError as err:
-                self._outcome("Synchronize", "invalid", error=str(err), container_id=raw.id, container_name=raw.name)
+                self._outcome(
+                    NRIMethod.SYNCHRONIZE,
+                    CallResult.INVALID,
+                    error=str(err),
+                    container_id=raw.id,
+                    container_name=raw.name,
+                )
         response = pb.SynchronizeResponse()
         updates = self._call(
-            "Synchronize",
+            NRIMethod.SYNCHRONIZE,
             lambda: self._handler.synchronize(tuple(pods), tuple(containers)),
             timeout,
             None,
@@ -209,17 +217,17 @@ class PluginService:
         data = response.SerializeToString()
         if not self.synchronized.is_set():
             self.synchronized.set()
-            self._on_state("synchronized", self.runtime_name, self.runtime_version)
+            self._on_state(PluginState.SYNCHRONIZED, self.runtime_name, self.runtime_version)
         return data
 
-    def _shutdown(self, payload: bytes, timeout: float | None) -> bytes:
+    def _shutdown(self, _payload: bytes, _timeout: float | None) -> bytes:
         _log.info("nri.shutdown", runtime=self.runtime_name, runtime_version=self.runtime_version)
-        self._outcome("Shutdown", "ok")
+        self._outcome(NRIMethod.SHUTDOWN, CallResult.OK)
         return _EMPTY
 
     def _pod_call(
         self,
-        event: str,
+        event: NRIMethod,
         request_type: type[PBMessage],
         payload: bytes,
         timeout: float | None,
@@ -227,37 +235,39 @@ class PluginService:
     ) -> bytes:
         try:
             pod = pod_from_pb(_decode(request_type, payload).pod)
-        except _Invalid as err:
-            self._outcome(event, "invalid", error=str(err))
+        except _InvalidRequestError as err:
+            self._outcome(event, CallResult.INVALID, error=str(err))
             return _EMPTY
         self._call(event, lambda: call(pod), timeout, pod, None, check=_none)
         return _EMPTY
 
     def _run_pod_sandbox(self, payload: bytes, timeout: float | None) -> bytes:
-        return self._pod_call("RunPodSandbox", pb.RunPodSandboxRequest, payload, timeout, self._handler.run_pod_sandbox)
+        return self._pod_call(
+            NRIMethod.RUN_POD_SANDBOX, pb.RunPodSandboxRequest, payload, timeout, self._handler.run_pod_sandbox
+        )
 
     def _stop_pod_sandbox(self, payload: bytes, timeout: float | None) -> bytes:
         return self._pod_call(
-            "StopPodSandbox", pb.StopPodSandboxRequest, payload, timeout, self._handler.stop_pod_sandbox
+            NRIMethod.STOP_POD_SANDBOX, pb.StopPodSandboxRequest, payload, timeout, self._handler.stop_pod_sandbox
         )
 
     def _remove_pod_sandbox(self, payload: bytes, timeout: float | None) -> bytes:
         return self._pod_call(
-            "RemovePodSandbox", pb.RemovePodSandboxRequest, payload, timeout, self._handler.remove_pod_sandbox
+            NRIMethod.REMOVE_POD_SANDBOX, pb.RemovePodSandboxRequest, payload, timeout, self._handler.remove_pod_sandbox
         )
 
     def _read_pod_container(
-        self, event: str, request_type: type[PBMessage], payload: bytes
+        self, event: NRIMethod, request_type: type[PBMessage], payload: bytes
     ) -> tuple[Any, PodSandbox, Container] | None:
         try:
             request: Any = _decode(request_type, payload)
             return request, pod_from_pb(request.pod), container_from_pb(request.container)
-        except (_Invalid, ConvertError) as err:
-            self._outcome(event, "invalid", error=str(err))
+        except (_InvalidRequestError, ConvertError) as err:
+            self._outcome(event, CallResult.INVALID, error=str(err))
             return None
 
     def _create_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("CreateContainer", pb.CreateContainerRequest, payload)
+        read = self._read_pod_container(NRIMethod.CREATE_CONTAINER, pb.CreateContainerRequest, payload)
         response = pb.CreateContainerResponse()
         if read is None:
             return response.SerializeToString()
@@ -274,7 +284,7 @@ class PluginService:
             return built
 
         built = self._call(
-            "CreateContainer",
+            NRIMethod.CREATE_CONTAINER,
             lambda: self._handler.create_container(pod, container),
             timeout,
             pod,
@@ -284,7 +294,7 @@ class PluginService:
         return (built or response).SerializeToString()
 
     def _update_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("UpdateContainer", pb.UpdateContainerRequest, payload)
+        read = self._read_pod_container(NRIMethod.UPDATE_CONTAINER, pb.UpdateContainerRequest, payload)
         if read is None:
             return _EMPTY
         request, pod, container = read
@@ -295,10 +305,10 @@ class PluginService:
                 else None
             )
         except ConvertError as err:
-            self._outcome("UpdateContainer", "invalid", error=str(err), container_id=container.id)
+            self._outcome(NRIMethod.UPDATE_CONTAINER, CallResult.INVALID, error=str(err), container_id=container.id)
             return _EMPTY
         updates = self._call(
-            "UpdateContainer",
+            NRIMethod.UPDATE_CONTAINER,
             lambda: self._handler.update_container(pod, container, requested),
             timeout,
             pod,
@@ -307,21 +317,21 @@ class PluginService:
         return pb.UpdateContainerResponse(update=updates or []).SerializeToString()
 
     def _stop_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("StopContainer", pb.StopContainerRequest, payload)
+        read = self._read_pod_container(NRIMethod.STOP_CONTAINER, pb.StopContainerRequest, payload)
         if read is None:
             return _EMPTY
         _, pod, container = read
         updates = self._call(
-            "StopContainer", lambda: self._handler.stop_container(pod, container), timeout, pod, container
+            NRIMethod.STOP_CONTAINER, lambda: self._handler.stop_container(pod, container), timeout, pod, container
         )
         return pb.StopContainerResponse(update=updates or []).SerializeToString()
 
     def _remove_container(self, payload: bytes, timeout: float | None) -> bytes:
-        read = self._read_pod_container("RemoveContainer", pb.RemoveContainerRequest, payload)
+        read = self._read_pod_container(NRIMethod.REMOVE_CONTAINER, pb.RemoveContainerRequest, payload)
         if read is not None:
             _, pod, container = read
             self._call(
-                "RemoveContainer",
+                NRIMethod.REMOVE_CONTAINER,
                 lambda: self._handler.remove_container(pod, container),
                 timeout,
                 pod,
@@ -334,30 +344,30 @@ class PluginService:
         empty = _EMPTY
         try:
             request = _decode(pb.StateChangeEvent, payload)
-        except _Invalid as err:
-            self._outcome("StateChange", "invalid", error=str(err))
+        except _InvalidRequestError as err:
+            self._outcome(NRIMethod.STATE_CHANGE, CallResult.INVALID, error=str(err))
             return empty
         event = _STATE_EVENTS.get(request.event)
         if event is None:
             name = pb.Event.Name(request.event) if request.event in pb.Event.values() else str(request.event)
-            self._outcome(f"StateChange({name})", "ignored")
+            self._outcome(NRIMethod.STATE_CHANGE, CallResult.IGNORED, error=f"event {name} is not subscribed")
             return empty
         try:
             pod = pod_from_pb(request.pod)
             container = container_from_pb(request.container) if request.HasField("container") else None
         except ConvertError as err:
-            self._outcome(event, "invalid", error=str(err))
+            self._outcome(event, CallResult.INVALID, error=str(err))
             return empty
-        calls: dict[str, Callable[[], object]] = {
-            "RunPodSandbox": lambda: self._handler.run_pod_sandbox(pod),
-            "StopPodSandbox": lambda: self._handler.stop_pod_sandbox(pod),
-            "RemovePodSandbox": lambda: self._handler.remove_pod_sandbox(pod),
+        calls: dict[NRIMethod, Callable[[], object]] = {
+            NRIMethod.RUN_POD_SANDBOX: lambda: self._handler.run_pod_sandbox(pod),
+            NRIMethod.STOP_POD_SANDBOX: lambda: self._handler.stop_pod_sandbox(pod),
+            NRIMethod.REMOVE_POD_SANDBOX: lambda: self._handler.remove_pod_sandbox(pod),
         }
         if container is not None:
-            calls["RemoveContainer"] = lambda: self._handler.remove_container(pod, container)
+            calls[NRIMethod.REMOVE_CONTAINER] = lambda: self._handler.remove_container(pod, container)
         call = calls.get(event)
         if call is None:
-            self._outcome(event, "invalid", error=f"StateChange {event} without a container")
+            self._outcome(event, CallResult.INVALID, error=f"StateChange {event} without a container")
             return empty
         self._call(event, call, timeout, pod, container, check=_none)
         return empty
@@ -369,7 +379,7 @@ class PluginService:
 
     def _call(
         self,
-        event: str,
+        event: NRIMethod,
         fn: Callable[[], object],
         timeout: float | None,
         pod: PodSandbox | None,
@@ -380,47 +390,63 @@ class PluginService:
         """Run one handler call; return its checked answer, or None when the runtime must get an empty one."""
         where = _where(pod, container)
         budget = self._budget(timeout)
-        result: WorkResult = self._worker.call(fn, budget, tag=(event, where), cancel=self._ended)
+        tag = _CallTag(event=event, where=where)
+        result: WorkResult = self._worker.call(fn, budget, tag=tag, cancel=self._ended)
         check = check or _updates
-        if result.kind == "ok":
+        if result.kind is WorkStatus.OK:
             try:
                 answer = check(result.value)
             except (TypeError, ValueError) as err:
-                self._outcome(event, "error", seconds=result.seconds, error=f"invalid answer: {err}", **where)
+                self._outcome(event, CallResult.ERROR, seconds=result.seconds, error=f"invalid answer: {err}", **where)
                 return None
-            self._outcome(event, "ok", seconds=result.seconds, **where)
+            self._outcome(event, CallResult.OK, seconds=result.seconds, **where)
             return answer
-        if result.kind == "error":
+        if result.kind is WorkStatus.ERROR:
             error = f"{type(result.error).__name__}: {result.error}"
-            self._outcome(event, "error", seconds=result.seconds, error=error, **where)
-        elif result.kind == "busy":
-            self._outcome(event, "error", error="handler busy: too many calls already waiting", **where)
-        elif result.kind == "timeout":
+            self._outcome(event, CallResult.ERROR, seconds=result.seconds, error=error, **where)
+        elif result.kind is WorkStatus.BUSY:
+            self._outcome(event, CallResult.ERROR, error="handler busy: too many calls already waiting", **where)
+        elif result.kind is WorkStatus.TIMEOUT:
             error = f"no answer within {budget:.3g}s; answered without adjustment"
-            self._outcome(event, "timeout", seconds=budget, error=error, **where)
+            self._outcome(event, CallResult.TIMEOUT, seconds=budget, error=error, **where)
         else:
-            self._outcome(event, "error", seconds=result.seconds, error="connection closed while waiting", **where)
+            error = "connection closed while waiting"
+            self._outcome(event, CallResult.ERROR, seconds=result.seconds, error=error, **where)
         return None
 
-    def _outcome(self, event: str, result: CallResult, **fields: Any) -> None:
+    def _outcome(self, event: NRIMethod, result: CallResult, **fields: Any) -> None:
         self._report(CallOutcome(event=event, result=result, **fields))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _CallTag:
+    """What a handler job is about: the request and its pod and container fields (for a late report)."""
+
+    event: NRIMethod
+    where: Mapping[str, str]
+
+
 def late_outcome(job: Job) -> CallOutcome:
-    """The report of an abandoned handler call that has now finished."""
-    event, where = job.tag if isinstance(job.tag, tuple) else ("unknown", {})
+    """The report of an abandoned handler call that has now finished.
+
+    Raises:
+        TypeError: the job was not submitted by :class:`PluginService`.
+    """
+    tag = job.tag
+    if not isinstance(tag, _CallTag):
+        raise TypeError(f"a handler job without the service's tag: {tag!r}")
     error = None if job.error is None else f"{type(job.error).__name__}: {job.error}"
-    return CallOutcome(event=event, result="late", seconds=job.seconds, error=error, **where)
+    return CallOutcome(event=tag.event, result=CallResult.LATE, seconds=job.seconds, error=error, **tag.where)
 
 
 def _decode(message_type: type[Any], payload: bytes) -> Any:
     try:
         return message_type.FromString(payload)
     except DecodeError as err:
-        raise _Invalid(f"undecodable {message_type.__name__}: {err}") from err
+        raise _InvalidRequestError(f"undecodable {message_type.__name__}: {err}") from err
 
 
-def _none(value: object) -> None:
+def _none(_value: object) -> None:
     return None
 
 

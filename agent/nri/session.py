@@ -28,8 +28,9 @@ from agent.nri.frames import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN
 from agent.nri.handler import NRIHandler
 from agent.nri.model import ContainerUpdate
 from agent.nri.proto import nri_pb2 as pb
+from agent.nri.report import PluginState
 from agent.nri.service import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginService, Report
-from agent.nri.ttrpc import CallTimeout, Client, ConnectionClosed, RPCError, Server, StatusCode
+from agent.nri.ttrpc import CallTimeoutError, Client, ConnectionClosedError, RPCError, Server, StatusCode
 from agent.nri.worker import HandlerWorker
 
 __all__ = ["Session", "SessionEnd"]
@@ -64,8 +65,8 @@ class Session:
             75 % of the runtime's request timeout).
         registration_timeout: how long to wait for Configure after registering.
         report: receives one :class:`CallOutcome` per request.
-        on_state: called with ``"configured"`` or ``"synchronized"``, the runtime's name and version, as
-            each happens.
+        on_state: called with :attr:`PluginState.CONFIGURED` or :attr:`PluginState.SYNCHRONIZED`, the
+            runtime's name and version, as each happens.
     """
 
     def __init__(
@@ -79,7 +80,7 @@ class Session:
         handler_timeout: float,
         registration_timeout: float,
         report: Report,
-        on_state: Callable[[str, str, str], None],
+        on_state: Callable[[PluginState, str, str], None],
     ) -> None:
         self._name = plugin_name
         self._index = plugin_index
@@ -150,9 +151,9 @@ class Session:
             except ValueError:
                 code = str(err.code)
             return f"registration refused: {err.status_message} ({code})"
-        except CallTimeout:
+        except CallTimeoutError:
             return f"no answer to RegisterPlugin within {self._registration_timeout:g}s"
-        except ConnectionClosed as err:
+        except ConnectionClosedError as err:
             return f"connection closed during registration ({err})"
         deadline = time.monotonic() + self._registration_timeout
         while not self._service.configured.is_set() and not stop.is_set():
@@ -168,7 +169,7 @@ class Session:
         """Unsolicited updates (``Runtime/UpdateContainers``); returns those the runtime could not apply.
 
         Raises:
-            ConnectionClosed, CallTimeout, RPCError: the call failed.
+            ConnectionClosedError, CallTimeoutError, RPCError: the call failed.
             ConvertError: the runtime's list of failed updates could not be read.
         """
         request = pb.UpdateContainersRequest(update=updates_to_pb(updates))

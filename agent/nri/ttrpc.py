@@ -49,12 +49,12 @@ from agent.nri.frames import (
 from agent.nri.proto import ttrpc_pb2
 
 __all__ = [
-    "CallTimeout",
+    "CallTimeoutError",
     "Client",
-    "ConnectionClosed",
+    "ConnectionClosedError",
     "Method",
     "RPCError",
-    "RPCStatus",
+    "RPCStatusError",
     "Send",
     "Server",
     "StatusCode",
@@ -63,10 +63,10 @@ __all__ = [
 _log = structlog.get_logger("podpin.nri.ttrpc")
 
 Send = Callable[[bytes], None]
-"""Writes one encoded ttrpc message on the endpoint's logical connection; raises ConnectionClosed."""
+"""Writes one encoded ttrpc message on the endpoint's logical connection; raises ConnectionClosedError."""
 
 Method = Callable[[bytes, float | None], bytes]
-"""A served method: (request payload, seconds the caller waits or None) -> response payload; raises RPCStatus."""
+"""A served method: (request payload, seconds the caller waits or None) -> response payload; raises RPCStatusError."""
 
 
 class StatusCode(IntEnum):
@@ -84,11 +84,11 @@ class StatusCode(IntEnum):
     UNAVAILABLE = 14
 
 
-class ConnectionClosed(Exception):
+class ConnectionClosedError(Exception):
     """The connection is closed (or closed while a call waited); the text says why."""
 
 
-class CallTimeout(TimeoutError):
+class CallTimeoutError(TimeoutError):
     """No answer to a call within its timeout."""
 
 
@@ -106,7 +106,7 @@ class RPCError(Exception):
         self.status_message = message
 
 
-class RPCStatus(Exception):
+class RPCStatusError(Exception):
     """Raised by a served method to answer with this status instead of a result."""
 
     def __init__(self, code: StatusCode, message: str) -> None:
@@ -146,8 +146,8 @@ class Client:
 
         Raises:
             RPCError: the peer answered with a non-OK status.
-            CallTimeout: no answer within ``timeout`` seconds.
-            ConnectionClosed: the connection closed before the answer.
+            CallTimeoutError: no answer within ``timeout`` seconds.
+            ConnectionClosedError: the connection closed before the answer.
             FrameError: the request exceeds the maximum message size.
         """
         full = f"{service}/{method}"
@@ -159,7 +159,7 @@ class Client:
         with self._send_lock:
             with self._lock:
                 if self._closed is not None:
-                    raise ConnectionClosed(f"{full}: {self._name} is closed ({self._closed})")
+                    raise ConnectionClosedError(f"{full}: {self._name} is closed ({self._closed})")
                 stream_id = self._next_id
                 self._next_id += 2
                 self._pending[stream_id] = pending
@@ -172,7 +172,7 @@ class Client:
         if not pending.done.wait(timeout):
             with self._lock:
                 self._pending.pop(stream_id, None)
-            raise CallTimeout(f"{full}: no answer from {self._name} within {timeout:g}s")
+            raise CallTimeoutError(f"{full}: no answer from {self._name} within {timeout:g}s")
         if pending.error is not None:
             raise pending.error
         try:
@@ -207,13 +207,13 @@ class Client:
             pending.done.set()
 
     def close(self, reason: str) -> None:
-        """Fail every waiting call with :class:`ConnectionClosed`; later calls fail at once."""
+        """Fail every waiting call with :class:`ConnectionClosedError`; later calls fail at once."""
         with self._lock:
             if self._closed is None:
                 self._closed = reason
             pending, self._pending = self._pending, {}
         for call in pending.values():
-            call.error = ConnectionClosed(f"{self._name} closed: {reason}")
+            call.error = ConnectionClosedError(f"{self._name} closed: {reason}")
             call.done.set()
 
 
@@ -308,9 +308,9 @@ class Server:
             try:
                 payload = work.method(work.payload, work.timeout)
                 status = ttrpc_pb2.Status(code=StatusCode.OK)
-            except RPCStatus as err:
+            except RPCStatusError as err:
                 payload, status = b"", ttrpc_pb2.Status(code=err.code, message=str(err))
-            except Exception as err:  # noqa: BLE001 - a method bug becomes an Internal status, not a dead server
+            except Exception as err:  # a method bug becomes an Internal status, not a dead server
                 _log.exception("nri.ttrpc.method_failed", connection=self._name, method=work.full)
                 payload, status = (
                     b"",
@@ -343,6 +343,6 @@ class Server:
             data = ttrpc_pb2.Response(status=status).SerializeToString()
         try:
             self._send(encode_message(stream_id, MessageType.RESPONSE, data))
-        except ConnectionClosed:
+        except ConnectionClosedError:
             return False
         return True

@@ -24,11 +24,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 import structlog
 
-__all__ = ["HandlerWorker", "Job", "WorkResult"]
+__all__ = ["HandlerWorker", "Job", "WorkResult", "WorkStatus"]
 
 _log = structlog.get_logger("podpin.nri.worker")
 
@@ -36,17 +37,27 @@ _POLL = 0.02
 """How often a waiting caller checks whether it should stop waiting (connection closed, plugin stopped)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkResult:
+class WorkStatus(StrEnum):
     """How a handler call went, from the caller's side.
 
-    ``kind``: ``ok`` (``value`` holds the return value), ``error`` (``error``
-    holds the exception), ``timeout`` (the budget ran out; the call goes on),
-    ``busy`` (refused: too many calls already queued), ``cancelled`` (the caller
-    stopped waiting before the budget ran out).
+    ``ok`` (the result's ``value`` holds the return value), ``error`` (its
+    ``error`` holds the exception), ``timeout`` (the budget ran out; the call goes
+    on), ``busy`` (refused: too many calls already queued), ``cancelled`` (the
+    caller stopped waiting before the budget ran out).
     """
 
-    kind: Literal["ok", "error", "timeout", "busy", "cancelled"]
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    BUSY = "busy"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkResult:
+    """How a handler call went (:class:`WorkStatus`), with its value or exception and how long it took."""
+
+    kind: WorkStatus
     value: Any = None
     error: BaseException | None = None
     seconds: float = 0.0
@@ -55,7 +66,7 @@ class WorkResult:
 class Job:
     """One submitted call; ``tag`` is whatever the submitter wants back in ``on_late``."""
 
-    __slots__ = ("_fn", "tag", "_lock", "_done", "_abandoned", "value", "error", "seconds")
+    __slots__ = ("_abandoned", "_done", "_fn", "_lock", "error", "seconds", "tag", "value")
 
     def __init__(self, fn: Callable[[], Any], tag: object) -> None:
         self._fn = fn
@@ -72,7 +83,7 @@ class Job:
         started = time.monotonic()
         try:
             self.value = self._fn()
-        except BaseException as err:  # noqa: BLE001 - the handler's failure is the caller's result
+        except BaseException as err:  # the handler's failure, even SystemExit, is the caller's result
             self.error = err
         self.seconds = time.monotonic() - started
         with self._lock:
@@ -128,16 +139,16 @@ class HandlerWorker:
     ) -> WorkResult:
         """Run ``fn`` on the worker thread and wait for it at most ``budget`` seconds."""
         if self._queue.qsize() >= self._max_pending:
-            return WorkResult(kind="busy", seconds=0.0)
+            return WorkResult(kind=WorkStatus.BUSY, seconds=0.0)
         job = Job(fn, tag)
         submitted = time.monotonic()
         self._queue.put(job)
         if not job.wait(budget, cancel):
             waited = time.monotonic() - submitted
-            return WorkResult(kind="cancelled" if waited < budget else "timeout", seconds=waited)
+            return WorkResult(kind=WorkStatus.CANCELLED if waited < budget else WorkStatus.TIMEOUT, seconds=waited)
         if job.error is not None:
-            return WorkResult(kind="error", error=job.error, seconds=job.seconds)
-        return WorkResult(kind="ok", value=job.value, seconds=job.seconds)
+            return WorkResult(kind=WorkStatus.ERROR, error=job.error, seconds=job.seconds)
+        return WorkResult(kind=WorkStatus.OK, value=job.value, seconds=job.seconds)
 
     def stop(self, timeout: float = 0.2) -> bool:
         """Let the thread end after the call it is running; wait up to ``timeout``. True if it ended."""
@@ -157,5 +168,5 @@ class HandlerWorker:
             if job.run():
                 try:
                     self._on_late(job)
-                except Exception:  # noqa: BLE001 - reporting must not end the worker
+                except Exception:  # reporting must not end the worker
                     _log.exception("nri.worker.on_late_failed")

@@ -22,6 +22,7 @@ on one mux connection (odd stream ids from 1, one lock for id and send),
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import socket
 import struct
@@ -38,8 +39,8 @@ __all__ = [
     "GoMessage",
     "GoTrunk",
     "RemoteError",
-    "DeadlineExceeded",
-    "TrunkClosed",
+    "DeadlineExceededError",
+    "TrunkClosedError",
     "ServedMethod",
 ]
 
@@ -55,11 +56,11 @@ class GoReadError(Exception):
     """Where Go's mux + bufio reader would fail (ENOMEM: a frame larger than the read buffer offered)."""
 
 
-class TrunkClosed(Exception):
+class TrunkClosedError(Exception):
     """The trunk is closed."""
 
 
-class DeadlineExceeded(Exception):
+class DeadlineExceededError(Exception):
     """No response within the call's timeout (the runtime then closes the plugin, as containerd does)."""
 
 
@@ -111,7 +112,7 @@ class GoReader:
     def _conn_read(self, offered: int) -> bytes:
         frame = self._frames.get()
         if frame is None:
-            raise TrunkClosed("trunk closed")
+            raise TrunkClosedError("trunk closed")
         if len(frame) > offered:
             raise GoReadError(f"ENOMEM: a {len(frame)}-byte frame met a read of {offered} bytes")
         return frame
@@ -156,7 +157,7 @@ class GoTrunk:
         self._frames: dict[int, queue.Queue[bytes | None]] = {conn: queue.Queue() for conn in (*served.keys(), *called)}
         self._responses: dict[int, queue.Queue[GoMessage]] = {}
         self._call_lock = threading.Lock()
-        self._next_id: dict[int, int] = {conn: 1 for conn in called}
+        self._next_id: dict[int, int] = dict.fromkeys(called, 1)
         self.closed = threading.Event()
         self.error: str | None = None
         self.unknown_frames = 0
@@ -192,13 +193,13 @@ class GoTrunk:
         """A unary call; the response payload.
 
         Raises:
-            RemoteError: non-OK status. DeadlineExceeded: no answer in time. TrunkClosed: closed first.
+            RemoteError: non-OK status. DeadlineExceededError: no answer in time. TrunkClosedError: closed first.
         """
         request = ttrpc_pb2.Request(service=service, method=method, payload=payload, timeout_nano=int(timeout * 1e9))
         answers: queue.Queue[GoMessage] = queue.Queue()
         with self._call_lock:
             if self.closed.is_set():
-                raise TrunkClosed(self.error or "closed")
+                raise TrunkClosedError(self.error or "closed")
             stream_id = self._next_id[conn]
             self._next_id[conn] += 2
             self._responses[stream_id] = answers
@@ -206,11 +207,11 @@ class GoTrunk:
         try:
             msg = answers.get(timeout=timeout)
         except queue.Empty:
-            raise DeadlineExceeded(f"{service}/{method}: no answer within {timeout}s") from None
+            raise DeadlineExceededError(f"{service}/{method}: no answer within {timeout}s") from None
         finally:
             self._responses.pop(stream_id, None)
         if msg.kind == 0:
-            raise TrunkClosed(self.error or "closed")
+            raise TrunkClosedError(self.error or "closed")
         response = ttrpc_pb2.Response.FromString(msg.data)
         if response.status.code != 0:
             raise RemoteError(response.status.code, response.status.message)
@@ -242,7 +243,7 @@ class GoTrunk:
                     self.unknown_frames += 1  # Go's mux drops frames of connections it did not open
                     continue
                 target.put(payload)
-        except (OSError, TrunkClosed) as err:
+        except (OSError, TrunkClosedError) as err:
             self.close(f"read: {err}")
 
     def _recv_exact(self, size: int) -> bytes:
@@ -250,7 +251,7 @@ class GoTrunk:
         while len(out) < size:
             chunk = self.sock.recv(size - len(out))
             if not chunk:
-                raise TrunkClosed("peer closed the connection")
+                raise TrunkClosedError("peer closed the connection")
             out += chunk
         return bytes(out)
 
@@ -273,7 +274,7 @@ class GoTrunk:
                 waiting = self._responses.get(msg.stream_id)
                 if waiting is not None:
                     waiting.put(msg)
-        except (GoReadError, TrunkClosed) as err:
+        except (GoReadError, TrunkClosedError) as err:
             self.close(f"conn {conn}: {err}")
 
     def _serve(self, conn: int) -> None:
@@ -296,7 +297,7 @@ class GoTrunk:
                     continue
                 code, text, payload = method(request.payload)
                 self._answer(conn, msg.stream_id, code, text, payload)
-        except (GoReadError, TrunkClosed, OSError) as err:
+        except (GoReadError, TrunkClosedError, OSError) as err:
             self.close(f"conn {conn}: {err}")
 
     def _answer(self, conn: int, stream_id: int, code: int, message: str, payload: bytes) -> None:
@@ -309,10 +310,8 @@ class GoTrunk:
                 return
             self.error = reason
             self.closed.set()
-        try:
+        with contextlib.suppress(OSError):  # already shut down by the peer
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
         for frames in self._frames.values():
             frames.put(None)

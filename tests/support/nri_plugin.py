@@ -12,9 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.nri.model import Container, ContainerUpdate, CPUResources, CreateResult, PodSandbox
+from agent.nri import (
+    CallOutcome,
+    CallResult,
+    ConnectionEvent,
+    ConnectionKind,
+    Container,
+    ContainerUpdate,
+    CPUResources,
+    CreateResult,
+    NRIMethod,
+    PodSandbox,
+    Report,
+)
 from agent.nri.plugin import NRIPlugin
-from agent.nri.report import CallOutcome, ConnectionEvent, Report
 
 __all__ = ["RecordingHandler", "Reports", "running_plugin", "short_socket_path", "wait_for"]
 
@@ -79,11 +90,14 @@ class Reports:
         with self.lock:
             self.items.append(report)
 
-    def calls(self, result: str | None = None) -> list[CallOutcome]:
+    def calls(self, result: CallResult | None = None, *, event: NRIMethod | None = None) -> list[CallOutcome]:
+        """The request outcomes so far, of one result and one method if given."""
         with self.lock:
-            return [r for r in self.items if isinstance(r, CallOutcome) and result in (None, r.result)]
+            outcomes = [r for r in self.items if isinstance(r, CallOutcome)]
+        return [o for o in outcomes if result in (None, o.result) and event in (None, o.event)]
 
-    def connections(self, kind: str | None = None) -> list[ConnectionEvent]:
+    def connections(self, kind: ConnectionKind | None = None) -> list[ConnectionEvent]:
+        """The connection changes so far, of one kind if given."""
         with self.lock:
             return [r for r in self.items if isinstance(r, ConnectionEvent) and kind in (None, r.kind)]
 

@@ -13,9 +13,9 @@ relays), with Go's framing (``tests.support.go_mux``):
    answers a ``more`` chunk with updates or without ``more`` is closed);
 3. relay events the plugin subscribed to, one at a time, each with the
    request timeout; a missed deadline closes the plugin, as containerd's
-   ``isFatalError`` does. ``mode="v0.8"`` sends RunPodSandbox, StopPodSandbox,
+   ``isFatalError`` does. ``mode=NRIGeneration.V0_8`` sends RunPodSandbox, StopPodSandbox,
    RemovePodSandbox and RemoveContainer as StateChange events (containerd
-   1.7); ``mode="head"`` calls the dedicated methods and falls back to
+   1.7); ``mode=NRIGeneration.HEAD`` calls the dedicated methods and falls back to
    StateChange on Unimplemented, as NRI after v0.8.0 does.
 
 Failure modes for tests: ``refuse_registration`` (RegisterPlugin answers
@@ -34,15 +34,16 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from agent.nri.proto import nri_pb2 as pb
-from tests.support.go_mux import DeadlineExceeded, GoTrunk, RemoteError
+from tests.support.go_mux import DeadlineExceededError, GoTrunk, RemoteError
 
-__all__ = ["NRIRuntime", "PluginConn", "make_container", "make_pod"]
+__all__ = ["NRIGeneration", "NRIRuntime", "PluginConn", "make_container", "make_pod"]
 
 PLUGIN = "nri.pkg.api.v1alpha1.Plugin"
 RUNTIME = "nri.pkg.api.v1alpha1.Runtime"
@@ -51,6 +52,17 @@ _UNIMPLEMENTED = 12
 _ALL_EVENTS = (1 << 14) - 1
 
 R = TypeVar("R", bound=Message)
+
+
+class NRIGeneration(StrEnum):
+    """Which NRI the emulated runtime speaks: v0.8.0 (containerd 1.7) or the current one."""
+
+    V0_8 = "v0.8"
+    HEAD = "head"
+
+
+_STATE_CHANGE_IN_V0_8 = frozenset({"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "RemoveContainer"})
+"""The events NRI v0.8.0 sends as StateChange: it has no dedicated methods for them."""
 
 
 def make_pod(uid: str, name: str = "p", namespace: str = "default", sandbox_id: str = "") -> pb.PodSandbox:
@@ -83,7 +95,7 @@ class PluginConn:
     """One plugin connection as the runtime sees it."""
 
     trunk: GoTrunk
-    mode: str
+    mode: NRIGeneration
     request_timeout: float
     registration: pb.RegisterPluginRequest | None = None
     registered: threading.Event = field(default_factory=threading.Event)
@@ -102,14 +114,14 @@ class PluginConn:
             payload = self.trunk.call(
                 _PLUGIN_CONN, PLUGIN, method, request.SerializeToString(), timeout or self.request_timeout
             )
-        except DeadlineExceeded:
+        except DeadlineExceededError:
             self.trunk.close(f"plugin missed the deadline of {method}")
             raise
         return response_type.FromString(payload)
 
     def _event(
         self,
-        event: int,
+        event: pb.Event,
         method: str,
         request: Message,
         response_type: type[R],
@@ -118,7 +130,7 @@ class PluginConn:
     ) -> R | None:
         if not self.subscribed(event):
             return None
-        if self.mode == "v0.8" and method in ("RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "RemoveContainer"):
+        if self.mode is NRIGeneration.V0_8 and method in _STATE_CHANGE_IN_V0_8:
             return self._state_change(event, pod, container, response_type)
         try:
             return self.call(method, request, response_type)
@@ -128,7 +140,7 @@ class PluginConn:
             return self._state_change(event, pod, container, response_type)
 
     def _state_change(
-        self, event: int, pod: pb.PodSandbox, container: pb.Container | None, response_type: type[R]
+        self, event: pb.Event, pod: pb.PodSandbox, container: pb.Container | None, response_type: type[R]
     ) -> R:
         change = pb.StateChangeEvent(event=event, pod=pod)
         if container is not None:
@@ -202,7 +214,7 @@ class NRIRuntime:
         self,
         socket_path: Path,
         *,
-        mode: Literal["v0.8", "head"] = "head",
+        mode: NRIGeneration = NRIGeneration.HEAD,
         runtime_name: str = "emulated-containerd",
         runtime_version: str = "1.7.24",
         request_timeout: float = 2.0,
@@ -317,7 +329,7 @@ class NRIRuntime:
         trunk.start()
         try:
             self._handshake(conn)
-        except Exception as err:  # noqa: BLE001 - recorded for the test to assert on
+        except Exception as err:  # recorded for the test to assert on
             self.errors.append(f"{type(err).__name__}: {err}")
             trunk.close(f"handshake failed: {err}")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.nri.config import NRIConfig, nri_config_from_mapping
+from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
 
 
 def test_defaults() -> None:
@@ -24,15 +24,19 @@ def test_values_are_taken() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ([], "nri: .* is not a map"),
-        ({"socketpath": "/x"}, "nri.socketpath: unknown key"),
+        ([], "nri: [] is not a map with the keys enabled, socketPath"),
+        ({"socketpath": "/x"}, "nri.socketpath: unknown key (known keys: enabled, socketPath)"),
         ({"enabled": "yes"}, "nri.enabled: 'yes' is not true or false"),
         ({"socketPath": 7}, "nri.socketPath: 7 is not a path"),
         ({"socketPath": "run/nri.sock"}, "nri.socketPath: 'run/nri.sock' is not an absolute path"),
-        ({"socketPath": "/" + "x" * 120}, r"nri.socketPath: .* \(at most 107 bytes\)"),
+        (
+            {"socketPath": "/" + "x" * 120},
+            f"nri.socketPath: {'/' + 'x' * 120!r} is not usable as a unix socket path (at most 107 bytes)",
+        ),
     ],
 )
 def test_bad_values_name_the_key(value: object, message: str) -> None:
     """A bad section stops the agent with the key named."""
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(NRIConfigError) as raised:
         nri_config_from_mapping(value)  # type: ignore[arg-type]
+    assert message == str(raised.value)

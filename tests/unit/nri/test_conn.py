@@ -11,7 +11,7 @@ import pytest
 
 from agent.nri.conn import MuxConnection
 from agent.nri.frames import MuxDecoder
-from agent.nri.ttrpc import ConnectionClosed
+from agent.nri.ttrpc import ConnectionClosedError
 
 
 @pytest.fixture
@@ -24,7 +24,8 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 
 def _read_frames(sock: socket.socket, count: int) -> list[tuple[int, bytes]]:
-    decoder, frames = MuxDecoder(), []
+    decoder = MuxDecoder()
+    frames: list[tuple[int, bytes]] = []
     while len(frames) < count:
         frames += decoder.feed(sock.recv(1 << 16))
     return frames
@@ -63,7 +64,7 @@ def test_frames_are_routed_by_connection_id(pair: tuple[socket.socket, socket.so
 
 
 def test_peer_close_ends_the_trunk_once_with_the_reason(pair: tuple[socket.socket, socket.socket]) -> None:
-    """The runtime closing is reported once to on_close; later sends raise ConnectionClosed with the reason."""
+    """The runtime closing is reported once to on_close; later sends raise ConnectionClosedError with the reason."""
     ours, theirs = pair
     reasons: list[str] = []
     trunk = MuxConnection(ours, {}, on_close=reasons.append)
@@ -72,7 +73,7 @@ def test_peer_close_ends_the_trunk_once_with_the_reason(pair: tuple[socket.socke
     assert trunk.wait_closed(2)
     trunk.close("again")
     assert ["closed by the runtime"] == reasons
-    with pytest.raises(ConnectionClosed, match="closed by the runtime"):
+    with pytest.raises(ConnectionClosedError, match="closed by the runtime"):
         trunk.send(1, b"x")
     trunk.join(1)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import queue
 import struct
 
@@ -30,7 +31,7 @@ from tests.support.go_mux import GoReader, GoReadError
 def _chunks(data: bytes, cuts: list[int]) -> list[bytes]:
     """``data`` cut at the given offsets (taken modulo its length)."""
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 def test_mux_frame_bytes_are_conn_id_then_length_big_endian() -> None:

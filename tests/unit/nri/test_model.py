@@ -5,6 +5,15 @@ from __future__ import annotations
 import pytest
 
 from agent.cpuset import CPUSet
+from agent.nri import (
+    Container,
+    ContainerAdjustment,
+    ContainerState,
+    ContainerUpdate,
+    CPUResources,
+    PodSandbox,
+    quota_from_cpu_max,
+)
 from agent.nri.convert import (
     ConvertError,
     adjustment_to_pb,
@@ -14,23 +23,16 @@ from agent.nri.convert import (
     update_from_pb,
     updates_to_pb,
 )
-from agent.nri.model import (
-    Container,
-    ContainerAdjustment,
-    ContainerState,
-    ContainerUpdate,
-    CPUResources,
-    PodSandbox,
-    quota_from_cpu_max,
-)
 from agent.nri.proto import nri_pb2 as pb
 from tests.support.nri_runtime import make_container, make_pod
 
 
 def test_empty_cpuset_is_refused_in_an_adjustment() -> None:
     """An empty cpuset would un-pin the container: the value names the field instead."""
-    with pytest.raises(ValueError, match="ContainerAdjustment.cpuset_cpus: an empty set"):
+    with pytest.raises(ValueError) as raised:
         ContainerAdjustment(cpuset_cpus=CPUSet())
+    expected = "ContainerAdjustment.cpuset_cpus: an empty set would un-pin the container; use None to leave it alone"
+    assert expected == str(raised.value)
 
 
 @pytest.mark.parametrize("quota", [0, -2, True, 1.5])
@@ -56,11 +58,22 @@ def test_quota_from_cpu_max(text: str, expected: tuple[int, int]) -> None:
     assert expected == quota_from_cpu_max(text)
 
 
-@pytest.mark.parametrize("text", ["max", "0 100000", "-5 100000", "max 0", "100 200 300", "x 100000"])
-def test_quota_from_bad_cpu_max(text: str) -> None:
-    """Text that is not '<quota|max> <period>' with positive integers is an error quoting it."""
-    with pytest.raises(ValueError, match="cpu.max"):
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("max", "an adjustment needs '<quota|max> <period>'"),
+        ("0 100000", "quota below 1000 µs"),
+        ("-5 100000", "expected 'max|<quota> [<period>]' (µs)"),
+        ("max 0", "period outside 1000..1000000 µs"),
+        ("100 200 300", "expected 'max|<quota> [<period>]' (µs)"),
+        ("x 100000", "expected 'max|<quota> [<period>]' (µs)"),
+    ],
+)
+def test_quota_from_bad_cpu_max(text: str, problem: str) -> None:
+    """Text that is not '<quota|max> <period>' as the kernel takes it is an error quoting it (the cgroup grammar)."""
+    with pytest.raises(ValueError) as raised:
         quota_from_cpu_max(text)
+    assert f"invalid cpu.max {text!r}: {problem}" == str(raised.value)
 
 
 def test_labels_and_annotations_are_read_only() -> None:

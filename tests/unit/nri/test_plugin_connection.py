@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
+from agent.nri import CallResult, ConnectionEvent, ConnectionKind, CreateResult, NRIMethod, PluginState
 from agent.nri.frames import MAX_MESSAGE_DATA, MAX_MUX_PAYLOAD
-from agent.nri.model import CreateResult
-from agent.nri.plugin import NRINotConnected, NRIPlugin, backoff_delay
+from agent.nri.plugin import NRINotConnectedError, NRIPlugin, backoff_delay
 from agent.nri.proto import nri_pb2 as pb
 from agent.nri.proto import ttrpc_pb2
-from agent.nri.report import ConnectionEvent
 from tests.support.nri_plugin import RecordingHandler, Reports, running_plugin, short_socket_path, wait_for
 from tests.support.nri_runtime import PLUGIN, NRIRuntime, make_container, make_pod
 
@@ -54,13 +53,13 @@ def test_missing_socket_is_retried_with_backoff_and_reported() -> None:
         with running_plugin(nri):
             time.sleep(0.6)
             status = nri.status()
-            with pytest.raises(NRINotConnected, match=str(path)):
+            with pytest.raises(NRINotConnectedError, match=str(path)):
                 nri.update_containers([])
-        failed = reports.connections("dial_failed")
+        failed = reports.connections(ConnectionKind.DIAL_FAILED)
         assert f"cannot connect to {path}: No such file or directory" == failed[0].error
         _check_backoff(failed)
         assert len(failed) <= 0.6 / (CAP / 2) + 3
-        assert ("connecting", False, failed[-1].error) == (status.state, status.connected, status.last_error)
+        assert (PluginState.CONNECTING, False, failed[-1].error) == (status.state, status.connected, status.last_error)
 
 
 def test_reconnects_after_a_runtime_restart() -> None:
@@ -73,19 +72,19 @@ def test_reconnects_after_a_runtime_restart() -> None:
         with running_plugin(nri):
             runtime.wait_ready()
             runtime.stop()
-            wait_for(lambda: reports.connections("disconnected"), what="the disconnect")
+            wait_for(lambda: reports.connections(ConnectionKind.DISCONNECTED), what="the disconnect")
             down = time.monotonic()
             time.sleep(1.0)
             runtime.start()
             runtime.wait_ready(count=2)
             up = time.monotonic()
-            retries = reports.connections("dial_failed") + reports.connections("disconnected")
+            retries = reports.connections(ConnectionKind.DIAL_FAILED) + reports.connections(ConnectionKind.DISCONNECTED)
             status = nri.status()
         _check_backoff(retries)
         assert len(retries) <= (up - down) / (CAP / 2) + 3
-        assert 1 == reports.connections("disconnected")[0].failures
+        assert 1 == reports.connections(ConnectionKind.DISCONNECTED)[0].failures
         assert ["synchronize", "synchronize"] == handler.names()
-        assert ("synchronized", 2, None) == (status.state, status.sessions, status.last_error)
+        assert (PluginState.SYNCHRONIZED, 2, None) == (status.state, status.sessions, status.last_error)
 
 
 def test_shutdown_then_restart_reconnects() -> None:
@@ -99,7 +98,9 @@ def test_shutdown_then_restart_reconnects() -> None:
             runtime.stop()
             runtime.start()
             runtime.wait_ready(count=2)
-        assert ["Shutdown"] == [o.event for o in reports.calls() if o.event == "Shutdown"]
+        assert [(NRIMethod.SHUTDOWN, CallResult.OK)] == [
+            (o.event, o.result) for o in reports.calls(event=NRIMethod.SHUTDOWN)
+        ]
 
 
 @pytest.mark.parametrize(
@@ -122,13 +123,13 @@ def test_refusal_is_reported_and_retried_without_a_busy_loop(
             time.sleep(1.0)
             elapsed = time.monotonic() - started
             status = nri.status()
-        refused = reports.connections("refused")
+        refused = reports.connections(ConnectionKind.REFUSED)
         assert refused, reports.items
         assert reason == refused[0].error[: len(reason)]  # type: ignore[index]
         _check_backoff(refused)
         assert 2 <= len(runtime.accepted) <= elapsed / (CAP / 2) + 3
         assert (False, 0) == (status.connected, status.sessions)
-        assert [] == reports.connections("synchronized")
+        assert [] == reports.connections(ConnectionKind.SYNCHRONIZED)
 
 
 def _alive(conn: Any) -> None:
@@ -156,48 +157,44 @@ def _status(message: Any) -> tuple[int, str]:
 def test_bad_requests_get_a_status_and_the_connection_lives(build: Any, expected: tuple[int, str]) -> None:
     """Unknown methods and services are Unimplemented, an undecodable request InvalidArgument; the plugin goes on."""
     reports = Reports()
-    with short_socket_path() as path, NRIRuntime(path) as runtime:
-        with running_plugin(_plugin(path, reports)):
-            conn = runtime.wait_ready()
-            kind, body = build()
-            data = body if isinstance(body, bytes) else body.SerializeToString()
-            answer = conn.trunk.exchange(1, kind, data, 2.0)
-            code, message = _status(answer)
-            assert expected == (code, message[: len(expected[1])])
-            _alive(conn)
+    with short_socket_path() as path, NRIRuntime(path) as runtime, running_plugin(_plugin(path, reports)):
+        conn = runtime.wait_ready()
+        kind, body = build()
+        data = body if isinstance(body, bytes) else body.SerializeToString()
+        answer = conn.trunk.exchange(1, kind, data, 2.0)
+        code, message = _status(answer)
+        assert expected == (code, message[: len(expected[1])])
+        _alive(conn)
 
 
 def test_even_stream_id_is_refused_on_that_stream() -> None:
     """A request on an even stream id is answered InvalidArgument on that id; the connection lives."""
     reports = Reports()
-    with short_socket_path() as path, NRIRuntime(path) as runtime:
-        with running_plugin(_plugin(path, reports)):
-            conn = runtime.wait_ready()
-            request = ttrpc_pb2.Request(service=PLUGIN, method="Shutdown").SerializeToString()
-            answer = conn.trunk.exchange(1, 1, request, 2.0, stream_id=1000)
-            assert (1000, 3) == (answer.stream_id, _status(answer)[0])
-            _alive(conn)
+    with short_socket_path() as path, NRIRuntime(path) as runtime, running_plugin(_plugin(path, reports)):
+        conn = runtime.wait_ready()
+        request = ttrpc_pb2.Request(service=PLUGIN, method="Shutdown").SerializeToString()
+        answer = conn.trunk.exchange(1, 1, request, 2.0, stream_id=1000)
+        assert (1000, 3) == (answer.stream_id, _status(answer)[0])
+        _alive(conn)
 
 
 def test_oversized_message_is_refused_and_the_connection_lives() -> None:
     """A ttrpc message over 4 MiB is answered ResourceExhausted on its stream; the next event is served."""
     reports = Reports()
-    with short_socket_path() as path, NRIRuntime(path) as runtime:
-        with running_plugin(_plugin(path, reports)):
-            conn = runtime.wait_ready()
-            answer = conn.trunk.exchange(1, 1, bytes(MAX_MESSAGE_DATA + 1), 5.0)
-            assert 8 == _status(answer)[0]
-            _alive(conn)
+    with short_socket_path() as path, NRIRuntime(path) as runtime, running_plugin(_plugin(path, reports)):
+        conn = runtime.wait_ready()
+        answer = conn.trunk.exchange(1, 1, bytes(MAX_MESSAGE_DATA + 1), 5.0)
+        assert 8 == _status(answer)[0]
+        _alive(conn)
 
 
 def test_frame_for_an_unknown_connection_is_dropped() -> None:
     """A mux frame for connection 7 is dropped, as Go's mux drops it; the connection lives."""
     reports = Reports()
-    with short_socket_path() as path, NRIRuntime(path) as runtime:
-        with running_plugin(_plugin(path, reports)):
-            conn = runtime.wait_ready()
-            conn.trunk.send_frame(7, b"who is listening?")
-            _alive(conn)
+    with short_socket_path() as path, NRIRuntime(path) as runtime, running_plugin(_plugin(path, reports)):
+        conn = runtime.wait_ready()
+        conn.trunk.send_frame(7, b"who is listening?")
+        _alive(conn)
 
 
 def test_oversized_mux_frame_ends_the_connection_and_the_plugin_reconnects() -> None:
@@ -209,7 +206,7 @@ def test_oversized_mux_frame_ends_the_connection_and_the_plugin_reconnects() -> 
             conn = runtime.wait_ready()
             conn.trunk.send_raw(struct.pack(">II", 1, MAX_MUX_PAYLOAD + 1))
             runtime.wait_ready(count=2)
-        disconnected = reports.connections("disconnected")[0]
+        disconnected = reports.connections(ConnectionKind.DISCONNECTED)[0]
         expected = f"bad frame: mux frame for connection 1: payload length {MAX_MUX_PAYLOAD + 1} exceeds"
         assert expected == (disconnected.error or "")[: len(expected)]
 
@@ -218,16 +215,19 @@ def test_stop_within_a_second_while_a_handler_call_is_stuck() -> None:
     """Stopping the plugin returns within a second even while the handler is stuck in a call."""
     release = threading.Event()
 
-    def stuck(pod: Any, container: Any) -> CreateResult:
+    def stuck(_pod: Any, _container: Any) -> CreateResult:
         release.wait(10)
         return CreateResult()
 
     reports = Reports()
     handler = RecordingHandler(answers={"create_container": stuck})
     try:
-        with short_socket_path() as path, NRIRuntime(path, request_timeout=0.4) as runtime:
-            with running_plugin(_plugin(path, reports, handler), stop_within=1.0):
-                conn = runtime.wait_ready()
-                assert pb.CreateContainerResponse() == conn.create_container(POD, make_container("c1", POD))
+        with (
+            short_socket_path() as path,
+            NRIRuntime(path, request_timeout=0.4) as runtime,
+            running_plugin(_plugin(path, reports, handler), stop_within=1.0),
+        ):
+            conn = runtime.wait_ready()
+            assert pb.CreateContainerResponse() == conn.create_container(POD, make_container("c1", POD))
     finally:
         release.set()

@@ -11,16 +11,19 @@ from typing import Any
 import pytest
 
 from agent.cpuset import CPUSet
-from agent.nri.model import (
+from agent.nri import (
+    CallResult,
     ContainerAdjustment,
     ContainerUpdate,
     CPUResources,
     CreateResult,
+    NRIMethod,
+    PluginState,
 )
 from agent.nri.plugin import NRIPlugin
 from agent.nri.proto import nri_pb2 as pb
 from tests.support.nri_plugin import RecordingHandler, Reports, running_plugin, short_socket_path, wait_for
-from tests.support.nri_runtime import NRIRuntime, PluginConn, make_container, make_pod
+from tests.support.nri_runtime import NRIGeneration, NRIRuntime, PluginConn, make_container, make_pod
 
 POD = make_pod("0c9e8a54", name="trading-engine", namespace="trading")
 
@@ -60,7 +63,7 @@ def test_registers_as_podpin_90_and_subscribes_to_exactly_its_events() -> None:
             "REMOVE_CONTAINER",
         ] == subscribed
         status = nri.status()
-        assert ("synchronized", True, "emulated-containerd", "1.7.24", 1) == (
+        assert (PluginState.SYNCHRONIZED, True, "emulated-containerd", "1.7.24", 1) == (
             status.state,
             status.connected,
             status.runtime_name,
@@ -74,7 +77,7 @@ def test_synchronize_hands_over_the_runtime_state_and_returns_updates() -> None:
     other = make_pod("u2", name="web")
     containers = [make_container("c1", POD, "engine", cpus="0-15"), make_container("c2", other, "nginx")]
     handler = RecordingHandler(
-        answers={"synchronize": lambda pods, cs: [ContainerUpdate(container_id="c1", cpuset_cpus=CPUSet([2, 3]))]}
+        answers={"synchronize": lambda _pods, _cs: [ContainerUpdate(container_id="c1", cpuset_cpus=CPUSet([2, 3]))]}
     )
     with connected(handler, runtime={"pods": [POD, other], "containers": containers}) as (_, conn, _nri, _reports):
         (name, pods, seen), *_ = handler.calls
@@ -89,15 +92,17 @@ def test_split_synchronize_is_collected_into_one_handler_call() -> None:
     """A Synchronize split into 'more' chunks reaches the handler once, whole; only the last answer has updates."""
     pods = [make_pod(f"u{i}") for i in range(5)]
     containers = [make_container(f"c{i}", pods[i]) for i in range(5)]
-    handler = RecordingHandler(answers={"synchronize": lambda p, c: [ContainerUpdate(container_id="c4", cpu_quota=-1)]})
+    handler = RecordingHandler(
+        answers={"synchronize": lambda _p, _c: [ContainerUpdate(container_id="c4", cpu_quota=-1)]}
+    )
     runtime = {"pods": pods, "containers": containers, "sync_chunk": 2}
     with connected(handler, runtime=runtime) as (_, conn, _nri, _reports):
         assert [("synchronize", 5, 5)] == [(n, len(p), len(c)) for n, p, c in handler.calls]
         assert [(True, 0), (True, 0), (False, 1)] == [(r.more, len(r.update)) for r in conn.sync_responses]
 
 
-@pytest.mark.parametrize("mode", ["head", "v0.8"])
-def test_create_container_returns_the_handlers_adjustment_and_other_updates(mode: str) -> None:
+@pytest.mark.parametrize("mode", list(NRIGeneration))
+def test_create_container_returns_the_handlers_adjustment_and_other_updates(mode: NRIGeneration) -> None:
     """CreateContainer answers with the handler's cpuset, mems, quota and period, plus updates of other containers."""
     result = CreateResult(
         adjustment=ContainerAdjustment(
@@ -105,7 +110,7 @@ def test_create_container_returns_the_handlers_adjustment_and_other_updates(mode
         ),
         updates=(ContainerUpdate(container_id="sidecar", cpuset_cpus=CPUSet([3, 19]), ignore_failure=True),),
     )
-    handler = RecordingHandler(answers={"create_container": lambda pod, c: result})
+    handler = RecordingHandler(answers={"create_container": lambda _pod, _c: result})
     with connected(handler, runtime={"mode": mode}) as (_, conn, _nri, reports):
         reply = conn.create_container(POD, make_container("db", POD, "database"))
         assert reply is not None
@@ -123,7 +128,7 @@ def test_create_container_returns_the_handlers_adjustment_and_other_updates(mode
             container.cgroups_path,
         )
         outcome = reports.calls()[-1]
-        assert ("CreateContainer", "ok", "0c9e8a54", "db") == (
+        assert (NRIMethod.CREATE_CONTAINER, CallResult.OK, "0c9e8a54", "db") == (
             outcome.event,
             outcome.result,
             outcome.pod_uid,
@@ -131,8 +136,8 @@ def test_create_container_returns_the_handlers_adjustment_and_other_updates(mode
         )
 
 
-@pytest.mark.parametrize("mode", ["head", "v0.8"])
-def test_pod_and_container_events_reach_the_handler(mode: str) -> None:
+@pytest.mark.parametrize("mode", list(NRIGeneration))
+def test_pod_and_container_events_reach_the_handler(mode: NRIGeneration) -> None:
     """Run/Stop/RemovePodSandbox and Stop/RemoveContainer reach the handler in order, dedicated calls or StateChange."""
     handler = RecordingHandler()
     container = make_container("c1", POD)
@@ -155,14 +160,14 @@ def test_pod_and_container_events_reach_the_handler(mode: str) -> None:
         assert ["0c9e8a54"] * 6 == [call[1].uid for call in handler.calls[1:]]
         assert ["c1", "c1", "c1"] == [call[2].id for call in handler.calls[2:5]]
         assert [
-            "Synchronize",
-            "RunPodSandbox",
-            "CreateContainer",
-            "StopContainer",
-            "RemoveContainer",
-            "StopPodSandbox",
-            "RemovePodSandbox",
-        ] == [o.event for o in reports.calls("ok")]
+            NRIMethod.SYNCHRONIZE,
+            NRIMethod.RUN_POD_SANDBOX,
+            NRIMethod.CREATE_CONTAINER,
+            NRIMethod.STOP_CONTAINER,
+            NRIMethod.REMOVE_CONTAINER,
+            NRIMethod.STOP_POD_SANDBOX,
+            NRIMethod.REMOVE_POD_SANDBOX,
+        ] == [o.event for o in reports.calls(CallResult.OK)]
 
 
 def test_unsubscribed_events_are_not_sent() -> None:
@@ -179,7 +184,7 @@ def test_update_container_passes_the_requested_resources() -> None:
     requested.cpu.quota.value = 200000
     requested.cpu.period.value = 100000
     handler = RecordingHandler(
-        answers={"update_container": lambda pod, c, r: [ContainerUpdate(container_id=c.id, cpuset_cpus=CPUSet([5]))]}
+        answers={"update_container": lambda _pod, c, _r: [ContainerUpdate(container_id=c.id, cpuset_cpus=CPUSet([5]))]}
     )
     with connected(handler) as (_, conn, _nri, _reports):
         reply = conn.update_container(POD, make_container("c1", POD), requested)
@@ -192,7 +197,7 @@ def test_stop_container_returns_updates_of_other_containers() -> None:
     """StopContainer answers with the handler's updates (a pool growing back)."""
     handler = RecordingHandler(
         answers={
-            "stop_container": lambda pod, c: [ContainerUpdate(container_id="other", cpuset_cpus=CPUSet.range(1, 7))]
+            "stop_container": lambda _pod, _c: [ContainerUpdate(container_id="other", cpuset_cpus=CPUSet.range(1, 7))]
         }
     )
     with connected(handler) as (_, conn, _nri, _reports):
@@ -214,9 +219,13 @@ def test_unsolicited_updates_go_to_the_runtime_and_failures_come_back() -> None:
 
 def test_handler_exception_gives_an_empty_answer_and_is_reported() -> None:
     """A raising handler: the runtime gets no adjustment, the outcome names the error, the connection lives on."""
-    calls = iter([RuntimeError("planner bug"), CreateResult(adjustment=ContainerAdjustment(cpuset_cpus=CPUSet([1])))])
+    answers: list[Exception | CreateResult] = [
+        RuntimeError("planner bug"),
+        CreateResult(adjustment=ContainerAdjustment(cpuset_cpus=CPUSet([1]))),
+    ]
+    calls = iter(answers)
 
-    def create(pod: Any, container: Any) -> CreateResult:
+    def create(_pod: Any, _container: Any) -> CreateResult:
         answer = next(calls)
         if isinstance(answer, Exception):
             raise answer
@@ -226,8 +235,8 @@ def test_handler_exception_gives_an_empty_answer_and_is_reported() -> None:
     with connected(handler) as (_, conn, nri, reports):
         reply = conn.create_container(POD, make_container("c1", POD))
         assert pb.CreateContainerResponse() == reply
-        error = reports.calls("error")[-1]
-        assert ("CreateContainer", "RuntimeError: planner bug", "0c9e8a54", "c1") == (
+        error = reports.calls(CallResult.ERROR)[-1]
+        assert (NRIMethod.CREATE_CONTAINER, "RuntimeError: planner bug", "0c9e8a54", "c1") == (
             error.event,
             error.error,
             error.pod_uid,
@@ -236,7 +245,7 @@ def test_handler_exception_gives_an_empty_answer_and_is_reported() -> None:
         again = conn.create_container(POD, make_container("c2", POD))
         assert again is not None
         assert "1" == again.adjust.linux.resources.cpu.cpus
-        assert 1 == nri.status().calls[("CreateContainer", "error")]
+        assert 1 == nri.status().calls[(NRIMethod.CREATE_CONTAINER, CallResult.ERROR)]
 
 
 @pytest.mark.parametrize(
@@ -251,10 +260,10 @@ def test_handler_exception_gives_an_empty_answer_and_is_reported() -> None:
 )
 def test_handler_answer_of_the_wrong_type_is_an_error(answer: object, error: str) -> None:
     """An answer that is not the declared type gives the runtime an empty answer and an error outcome."""
-    handler = RecordingHandler(answers={"create_container": lambda pod, c: answer})
+    handler = RecordingHandler(answers={"create_container": lambda _pod, _c: answer})
     with connected(handler) as (_, conn, _nri, reports):
         assert pb.CreateContainerResponse() == conn.create_container(POD, make_container("c1", POD))
-        assert error == reports.calls("error")[-1].error
+        assert error == reports.calls(CallResult.ERROR)[-1].error
 
 
 def test_slow_handler_is_answered_before_the_runtimes_deadline() -> None:
@@ -262,27 +271,27 @@ def test_slow_handler_is_answered_before_the_runtimes_deadline() -> None:
     the call is reported as timeout, then as late when it ends, and later events are still served in order."""
     release = threading.Event()
 
-    def slow(pod: Any, container: Any) -> CreateResult:
+    def slow(_pod: Any, _container: Any) -> CreateResult:
         release.wait(5)
         return CreateResult(adjustment=ContainerAdjustment(cpuset_cpus=CPUSet([7])))
 
     handler = RecordingHandler(answers={"create_container": slow})
     with connected(handler, runtime={"request_timeout": 1.0}, handler_timeout=5.0) as (_, conn, nri, reports):
         started = time.monotonic()
-        reply = conn.create_container(POD, make_container("slow", POD))  # raises DeadlineExceeded if late
+        reply = conn.create_container(POD, make_container("slow", POD))  # raises DeadlineExceededError if late
         took = time.monotonic() - started
         assert pb.CreateContainerResponse() == reply
         assert 0.75 <= took < 1.0  # the budget is 75 % of the runtime's 1 s
-        timeout = reports.calls("timeout")[-1]
-        assert ("CreateContainer", "slow") == (timeout.event, timeout.container_id)
+        timeout = reports.calls(CallResult.TIMEOUT)[-1]
+        assert (NRIMethod.CREATE_CONTAINER, "slow") == (timeout.event, timeout.container_id)
         release.set()
-        wait_for(lambda: reports.calls("late"), what="the late outcome")
-        late = reports.calls("late")[-1]
-        assert ("CreateContainer", "slow", None) == (late.event, late.container_id, late.error)
+        wait_for(lambda: reports.calls(CallResult.LATE), what="the late outcome")
+        late = reports.calls(CallResult.LATE)[-1]
+        assert (NRIMethod.CREATE_CONTAINER, "slow", None) == (late.event, late.container_id, late.error)
         handler.answers.pop("create_container")
         assert pb.CreateContainerResponse() == conn.create_container(POD, make_container("next", POD))
         assert ["synchronize", "create_container", "create_container"] == handler.names()
-        assert (False, "synchronized") == (conn.trunk.closed.is_set(), nri.status().state)
+        assert (False, PluginState.SYNCHRONIZED) == (conn.trunk.closed.is_set(), nri.status().state)
 
 
 def test_malformed_cpuset_from_the_runtime_is_invalid_and_skips_the_handler() -> None:
@@ -290,16 +299,27 @@ def test_malformed_cpuset_from_the_runtime_is_invalid_and_skips_the_handler() ->
     handler = RecordingHandler()
     with connected(handler) as (_, conn, _nri, reports):
         assert pb.CreateContainerResponse() == conn.create_container(POD, make_container("bad", POD, cpus="0-x"))
-        invalid = reports.calls("invalid")[-1]
-        assert "CreateContainer" == invalid.event
+        invalid = reports.calls(CallResult.INVALID)[-1]
+        assert NRIMethod.CREATE_CONTAINER == invalid.event
         assert "Container bad linux.resources.cpu.cpus" in (invalid.error or "")
+        assert ["synchronize"] == handler.names()
+
+
+def test_state_change_of_an_unsubscribed_event_is_ignored() -> None:
+    """A StateChange for an event podpin did not subscribe to is answered empty, reported ignored, never handled."""
+    handler = RecordingHandler()
+    with connected(handler) as (_, conn, _nri, reports):
+        change = pb.StateChangeEvent(event=pb.START_CONTAINER, pod=POD, container=make_container("c1", POD))
+        assert pb.Empty() == conn.call("StateChange", change, pb.Empty)
+        ignored = [(o.event, o.error) for o in reports.calls(CallResult.IGNORED)]
+        assert [(NRIMethod.STATE_CHANGE, "event START_CONTAINER is not subscribed")] == ignored
         assert ["synchronize"] == handler.names()
 
 
 def test_large_answer_is_framed_so_go_can_read_it() -> None:
     """A Synchronize answer far over 4096 bytes reaches the Go-framed runtime whole (no ENOMEM, no disconnect)."""
     updates = [ContainerUpdate(container_id=f"{i:064x}", cpuset_cpus=CPUSet([i % 64])) for i in range(400)]
-    handler = RecordingHandler(answers={"synchronize": lambda p, c: updates})
+    handler = RecordingHandler(answers={"synchronize": lambda _p, _c: updates})
     with connected(handler) as (_, conn, _nri, _reports):
         response = conn.sync_responses[-1]
         assert response.ByteSize() > 4 * 4096

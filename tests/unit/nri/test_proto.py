@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from agent.nri import NRIMethod
 from agent.nri.proto import nri_pb2, ttrpc_pb2
 from agent.nri.service import EVENT_MASK, PLUGIN_SERVICE, RUNTIME_SERVICE
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 GENERATED = (
     "agent/nri/proto/nri_pb2.py",
     "agent/nri/proto/nri_pb2.pyi",
@@ -195,6 +196,12 @@ def test_service_and_method_names_are_upstreams() -> None:
         "StateChange",
     ] == [m.name for m in plugin.methods]
     assert ["RegisterPlugin", "UpdateContainers"] == [m.name for m in runtime.methods]
+
+
+def test_reported_method_names_are_the_plugin_services() -> None:
+    """NRIMethod, the word outcomes, logs and metric labels use, spells each Plugin method as on the wire."""
+    plugin = nri_pb2.DESCRIPTOR.services_by_name["Plugin"]
+    assert [m.name for m in plugin.methods] == [str(method) for method in NRIMethod]
 
 
 def test_event_numbers_and_subscription_mask() -> None:

@@ -10,12 +10,12 @@ import pytest
 from agent.nri.frames import MessageDecoder, MessageHeader, MessageType, encode_message
 from agent.nri.proto import ttrpc_pb2
 from agent.nri.ttrpc import (
-    CallTimeout,
+    CallTimeoutError,
     Client,
-    ConnectionClosed,
+    ConnectionClosedError,
     Method,
     RPCError,
-    RPCStatus,
+    RPCStatusError,
     Server,
     StatusCode,
 )
@@ -57,10 +57,10 @@ def served() -> Iterator[tuple[Server, Wire]]:
     def echo(payload: bytes, timeout: float | None) -> bytes:
         return payload + (b"!" if timeout is None else b"?")
 
-    def fail(payload: bytes, timeout: float | None) -> bytes:
-        raise RPCStatus(StatusCode.NOT_FOUND, "no such pod")
+    def fail(_payload: bytes, _timeout: float | None) -> bytes:
+        raise RPCStatusError(StatusCode.NOT_FOUND, "no such pod")
 
-    def crash(payload: bytes, timeout: float | None) -> bytes:
+    def crash(_payload: bytes, _timeout: float | None) -> bytes:
         raise KeyError("bug")
 
     methods: dict[str, Method] = {"echo": echo, "fail": fail, "crash": crash}
@@ -171,7 +171,7 @@ def _call_async(client: Client, method: str, timeout: float = 2.0) -> tuple[thre
     def run() -> None:
         try:
             result.append(client.call("svc", method, b"req", timeout))
-        except Exception as err:  # noqa: BLE001 - the test inspects it
+        except Exception as err:  # the test inspects it
             result.append(err)
 
     thread = threading.Thread(target=run, daemon=True)
@@ -209,9 +209,9 @@ def test_client_raises_the_peers_status() -> None:
 
 
 def test_client_times_out_and_ignores_the_late_answer() -> None:
-    """No answer within the timeout raises CallTimeout; an answer arriving later is dropped."""
+    """No answer within the timeout raises CallTimeoutError; an answer arriving later is dropped."""
     peer = Peer()
-    with pytest.raises(CallTimeout, match="svc/m: no answer from peer within 0.05s"):
+    with pytest.raises(CallTimeoutError, match=r"svc/m: no answer from peer within 0\.05s"):
         peer.client.call("svc", "m", b"", 0.05)
     peer.answer(0, payload=b"late")
     thread, result = _call_async(peer.client, "n")
@@ -222,15 +222,15 @@ def test_client_times_out_and_ignores_the_late_answer() -> None:
 
 
 def test_close_fails_waiting_and_later_calls() -> None:
-    """Closing fails a waiting call and every later one with ConnectionClosed naming the reason."""
+    """Closing fails a waiting call and every later one with ConnectionClosedError naming the reason."""
     peer = Peer()
     thread, result = _call_async(peer.client, "m")
     _wait(peer.wire, 1)
     peer.client.close("runtime restarted")
     thread.join(1)
-    assert isinstance(result[0], ConnectionClosed)
+    assert isinstance(result[0], ConnectionClosedError)
     assert "peer closed: runtime restarted" == str(result[0])
-    with pytest.raises(ConnectionClosed, match="runtime restarted"):
+    with pytest.raises(ConnectionClosedError, match="runtime restarted"):
         peer.client.call("svc", "m", b"", 1)
 
 

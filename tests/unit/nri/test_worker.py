@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.nri.worker import HandlerWorker, Job
+from agent.nri.worker import HandlerWorker, Job, WorkStatus
 
 
 @pytest.fixture
@@ -30,8 +30,8 @@ def test_result_and_error_come_back(worker: HandlerWorker) -> None:
     """A call's return value comes back as ok; an exception as error, with the exception."""
     ok = worker.call(lambda: 42, 1.0)
     failed = worker.call(lambda: 1 / 0, 1.0)
-    assert ("ok", 42) == (ok.kind, ok.value)
-    assert ("error", ZeroDivisionError) == (failed.kind, type(failed.error))
+    assert (WorkStatus.OK, 42) == (ok.kind, ok.value)
+    assert (WorkStatus.ERROR, ZeroDivisionError) == (failed.kind, type(failed.error))
 
 
 def test_budget_ends_the_wait_and_the_late_result_is_reported(worker: HandlerWorker, late: list[Job]) -> None:
@@ -40,7 +40,7 @@ def test_budget_ends_the_wait_and_the_late_result_is_reported(worker: HandlerWor
     started = time.monotonic()
     result = worker.call(lambda: release.wait(5) and "done", 0.1, tag="create c1")
     waited = time.monotonic() - started
-    assert "timeout" == result.kind
+    assert WorkStatus.TIMEOUT == result.kind
     assert 0.1 <= waited < 1.0
     release.set()
     for _ in range(100):
@@ -60,7 +60,7 @@ def test_calls_run_one_at_a_time_in_order(worker: HandlerWorker) -> None:
         release.wait(5)
         trace.append("slow end")
 
-    assert "timeout" == worker.call(slow, 0.05).kind
+    assert WorkStatus.TIMEOUT == worker.call(slow, 0.05).kind
     waiter = threading.Thread(target=lambda: trace.append(str(worker.call(lambda: trace.append("next"), 2.0).kind)))
     waiter.start()
     time.sleep(0.05)
@@ -77,7 +77,7 @@ def test_too_many_queued_calls_are_refused(worker: HandlerWorker) -> None:
     worker.call(lambda: None, 0.01)  # queued
     started = time.monotonic()
     busy = worker.call(lambda: None, 1.0)
-    assert ("busy", True) == (busy.kind, time.monotonic() - started < 0.5)
+    assert (WorkStatus.BUSY, True) == (busy.kind, time.monotonic() - started < 0.5)
     release.set()
 
 
@@ -88,5 +88,5 @@ def test_cancel_stops_the_wait_early(worker: HandlerWorker) -> None:
     threading.Timer(0.05, cancel.set).start()
     started = time.monotonic()
     result = worker.call(lambda: release.wait(5), 2.0, cancel=cancel)
-    assert ("cancelled", True) == (result.kind, time.monotonic() - started < 1.0)
+    assert (WorkStatus.CANCELLED, True) == (result.kind, time.monotonic() - started < 1.0)
     release.set()
