@@ -7,7 +7,7 @@ Inputs: ``agent/nri/proto/nri.proto`` (the NRI messages podpin uses) and
 
 The compiler is the ``grpc_tools.protoc`` of the pinned ``grpcio-tools`` (the
 ``proto`` extra in pyproject.toml), so everyone generates byte-identical files;
-``tests/unit/nri/test_proto_generated.py`` regenerates into a temporary
+``tests/unit/nri/test_proto.py`` regenerates into a temporary
 directory and compares. The include root is the repository, so the files
 register in protobuf's descriptor pool as ``agent/nri/proto/*.proto``: a
 library that registers its own ``api.proto`` cannot collide with them.
