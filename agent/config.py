@@ -47,6 +47,7 @@ from agent.alloc import (
 )
 from agent.cgroups.watch import WatchMode
 from agent.cpuset import CPUSet, CPUSetError
+from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
 from agent.podresources import DEFAULT_SOCKET
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
 
@@ -99,6 +100,7 @@ class AgentConfig:
     cgroup_watch: WatchMode
     pod_resources_socket: Path
     nrt: NRTSettings
+    nri: NRIConfig
 
 
 Parser = Callable[[str, Any], Any]
@@ -296,6 +298,14 @@ def _nrt(key: str, value: Any) -> NRTSettings:
     return NRTSettings(enabled=_bool(f"{key}.enabled", merged["enabled"]), min_interval=interval.total_seconds())
 
 
+def _nri(_key: str, value: Any) -> NRIConfig:
+    """The ``nri`` section (its own keys and defaults are ``agent.nri.config``'s; errors name ``nri.<key>``)."""
+    try:
+        return nri_config_from_mapping(value)
+    except NRIConfigError as err:
+        raise ConfigError(str(err)) from err
+
+
 def _bind_address(key: str, value: Any) -> str:
     address = _string(key, value)
     _host, sep, port = address.rpartition(":")
@@ -445,6 +455,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         dict(_NRT_DEFAULT),
         "{enabled, minInterval}: publish the node's NodeResourceTopology, at most once per minInterval",
     ),
+    _key("nri", "nri", _nri, {}, "the NRI plugin: enabled, socketPath (agent/nri/config.py)"),
 )
 
 _KNOWN = tuple(sorted(k.key for k in CONFIG_KEYS))
