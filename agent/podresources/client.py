@@ -35,7 +35,6 @@ without the socket podpin behaves as it did before it knew about devices.
 
 from __future__ import annotations
 
-import asyncio
 import stat
 from collections.abc import Callable, Sequence
 from enum import StrEnum
@@ -196,6 +195,8 @@ class PodResourcesClient:
 
     def _send(self, method: str, request: Message, reply: type[_Reply]) -> _Reply:
         """One call; no answer is a :class:`PodResourcesError`, an error answer the kubelet's ``GRPCError``."""
+        import asyncio
+
         from grpclib.const import Status
         from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
