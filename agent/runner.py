@@ -295,6 +295,8 @@ class Agent:
             metrics=self.metrics_address,
             once=self.options.once,
         )
+        for assumption in self.config.assumed:
+            self.log.warning("config.assumed", assumption=assumption)
         try:
             return self._loop()
         finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.alloc import Decision, MemoryManagerPolicy, OptionsError, Planner, PlannerError
-from agent.config import ConfigError, config_from_mapping, load_config
+from agent.config import ConfigError, load_config
 from agent.pods.errors import PodSpecError
 from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
@@ -27,9 +27,6 @@ from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import TopologyError
 
 __all__ = ["register", "run", "read_pods"]
-
-#: Without a configuration, plan as a kubelet with this reservation would (the static policy needs one).
-_DEFAULT_RESERVATION = "systemReserved cpu=1 (the static policy needs a CPU reservation)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -54,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--config",
         type=Path,
         metavar="FILE",
-        help="agent configuration (default: the defaults with systemReserved cpu=1)",
+        help="agent configuration (default: the built-in defaults, which reserve one CPU)",
     )
     parser.add_argument(
         "--output", choices=("text", "json"), default="text", help="output format (default: %(default)s)"
@@ -91,11 +88,9 @@ def read_pods(paths: list[Path]) -> tuple[list[PodView], list[dict[str, str]]]:
 def run(args: argparse.Namespace) -> int:
     """Plan the pods and print the result; returns the exit status."""
     try:
-        if args.config is None:
-            print(f"podpin plan: no --config: planning with the defaults and {_DEFAULT_RESERVATION}", file=sys.stderr)
-            config = config_from_mapping({"systemReserved": {"cpu": "1"}})
-        else:
-            config = load_config(args.config)
+        config = load_config(args.config)
+        for assumption in config.assumed:
+            print(f"podpin plan: assumed {assumption}", file=sys.stderr)
         topology = load_topology(args.topology, args.sysfs_root)
         planner = Planner(topology, config.planner)
     except (ConfigError, TopologyError, PlannerError, OptionsError) as err:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from agent.cli import main
+from agent.config import ASSUMED_RESERVATION
 from tests.support.paths import REPO
 from tests.support.podfactory import container, make_pod, resources
 
@@ -96,10 +97,10 @@ def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_without_config_plans_with_a_default_reservation(capsys: pytest.CaptureFixture[str]) -> None:
-    """No --config: the defaults plus one reserved CPU, said on stderr."""
+    """No --config: the built-in defaults, which reserve one CPU, said on stderr."""
     status, out, err = plan(capsys, "--topology", str(TOPOLOGY), str(EXAMPLES / "pods" / "trading-engine-after.yaml"))
     assert (0, True) == (status, "admitted" in out)
-    assert "podpin plan: no --config: planning with the defaults and systemReserved cpu=1" in err
+    assert f"podpin plan: assumed {ASSUMED_RESERVATION}\n" == err
 
 
 def test_rejection_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
