@@ -1,11 +1,19 @@
 """``podpin plan``: what the agent would do with these pods on this machine (or a saved one).
 
-Pods are admitted in the order given (files in order, documents in order;
-multi-document YAML and ``kind: List`` accepted) through the same planner the
-agent runs, with the agent's configuration. Rejections are normal outcomes and
-are printed with the kubelet's reason and message; a file or pod that cannot be
-read is reported on stderr, the other pods are still planned, and the exit
-status is 1. Bad configuration or topology: one line on stderr, exit 2.
+Pods are admitted in creation order through the same planner the agent runs,
+with the agent's configuration: by ``metadata.creationTimestamp`` where given
+(pods without one first, as the agent orders them), ties in the order given
+(files in order, documents in order; multi-document YAML and ``kind: List``
+accepted). The pod templates of Deployments, ReplicaSets, StatefulSets,
+DaemonSets, Jobs and CronJobs count as pods (one per workload, or up to
+``--replicas N``; ``agent/pods/manifests.py``). Rejections are normal outcomes
+and are printed with the kubelet's reason and message.
+
+Exit status: 0 planned; 1 a file or pod could not be read (reported on stderr,
+the other pods are still planned); 2 bad configuration or topology (one line on
+stderr); 3 with ``--fail-on-reject``, some pod was rejected (for CI: a
+manifest change that would leave a pod unpinned fails the build). When both 1
+and 3 apply the status is 1: the answer is incomplete.
 """
 
 from __future__ import annotations
@@ -56,17 +64,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--output", choices=("text", "json"), default="text", help="output format (default: %(default)s)"
     )
-    parser.add_argument("pods", nargs="+", type=Path, metavar="POD.yaml", help="pod manifests, admitted in this order")
+    parser.add_argument(
+        "--replicas",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="pods per workload: its spec.replicas (a Job's parallelism) capped at N (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fail-on-reject", action="store_true", help="exit with status 3 when any pod is rejected (for CI)"
+    )
+    parser.add_argument(
+        "pods", nargs="+", type=Path, metavar="POD.yaml", help="pod or workload manifests, admitted in creation order"
+    )
     parser.set_defaults(func=run)
 
 
-def read_pods(paths: list[Path]) -> tuple[list[PodView], list[dict[str, str]]]:
-    """Every pod of the files in order, and the problems found (file, pod, error)."""
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[PodView], list[dict[str, str]]]:
+    """Every pod of the files in creation order (ties in file order), and the problems found (file, pod, error)."""
     pods: list[PodView] = []
     problems: list[dict[str, str]] = []
     for path in paths:
         try:
-            raw_pods = parse_manifest(str(path), path.read_bytes())
+            raw_pods = parse_manifest(str(path), path.read_bytes(), workload_replicas=replicas)
         except OSError as err:
             problems.append({"file": str(path), "pod": "", "error": f"cannot read: {err.strerror or err}"})
             continue
@@ -74,7 +104,7 @@ def read_pods(paths: list[Path]) -> tuple[list[PodView], list[dict[str, str]]]:
             problems.append({"file": str(path), "pod": "", "error": err.problem})
             continue
         if not raw_pods:
-            problems.append({"file": str(path), "pod": "", "error": "holds no Pod"})
+            problems.append({"file": str(path), "pod": "", "error": "holds no Pod and no workload"})
         for index, raw in enumerate(raw_pods):
             try:
                 pods.append(pod_from_dict(raw))
@@ -82,7 +112,8 @@ def read_pods(paths: list[Path]) -> tuple[list[PodView], list[dict[str, str]]]:
                 metadata: Any = raw.get("metadata") if isinstance(raw, dict) else None
                 name = metadata.get("name") if isinstance(metadata, dict) else None
                 problems.append({"file": str(path), "pod": str(name or f"#{index + 1}"), "error": str(err)})
-    return pods, problems
+    # A stable sort: equal timestamps (and pods without one, first, as the agent orders them) keep the file order.
+    return sorted(pods, key=lambda pod: pod.creation_timestamp or ""), problems
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, TopologyError, PlannerError, OptionsError) as err:
         print(f"podpin plan: {err}", file=sys.stderr)
         return 2
-    pods, problems = read_pods(list(args.pods))
+    pods, problems = read_pods(list(args.pods), replicas=args.replicas)
     decisions: dict[str, Decision] = {}
     for pod in pods:
         decisions[pod.uid] = planner.admit(pod)
@@ -115,4 +146,7 @@ def run(args: argparse.Namespace) -> int:
                 plan, topology, show_mems=config.planner.memory_manager_policy == MemoryManagerPolicy.STATIC
             )
         )
-    return 1 if problems else 0
+    if problems:
+        return 1
+    rejected = any(not decision.admitted for decision in decisions.values())
+    return 3 if args.fail_on_reject and rejected else 0

@@ -167,3 +167,74 @@ def test_bad_config_or_topology_is_one_line(capsys: pytest.CaptureFixture[str], 
     )
     assert (2, 1) == (status, len(err.strip().splitlines()))
     assert err.startswith(message)
+
+
+def _write(tmp_path: Path, name: str, *docs: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_fail_on_reject_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--fail-on-reject``: a rejected pod makes the exit status 3; without rejections it stays 0."""
+    fits = _write(tmp_path, "fits.yaml", make_pod("fits", containers=[container("a", cpu="2", memory="1Gi")]))
+    huge = _write(tmp_path, "huge.yaml", make_pod("huge", containers=[container("a", cpu="40", memory="1Gi")]))
+    common = ["--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), "--fail-on-reject"]
+    statuses = [plan(capsys, *common, str(fits))[0], plan(capsys, *common, str(fits), str(huge))[0]]
+    without_flag = plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(huge))[0]
+    assert [0, 3, 0] == [*statuses, without_flag]
+
+
+def test_unreadable_input_wins_over_fail_on_reject(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An unreadable file and a rejection together exit 1: the answer is incomplete."""
+    huge = _write(tmp_path, "huge.yaml", make_pod("huge", containers=[container("a", cpu="40", memory="1Gi")]))
+    status, _, _ = plan(
+        capsys, "--topology", str(TOPOLOGY), "--fail-on-reject", str(huge), str(tmp_path / "missing.yaml")
+    )
+    assert 1 == status
+
+
+def test_pods_are_admitted_in_creation_order(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Timestamps decide the admission order; equal timestamps keep the file order; pods without one come first."""
+    pods = [
+        make_pod("late", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:09Z"),
+        make_pod(
+            "tie-1", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:02Z"
+        ),
+        make_pod(
+            "early", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:01Z"
+        ),
+        make_pod(
+            "tie-2", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:02Z"
+        ),
+        make_pod("none", containers=[container("a", cpu="1", memory="1Gi")]),
+    ]
+    result = plan_json(capsys, str(_write(tmp_path, "pods.yaml", *pods)))
+    alone = plan_json(capsys, str(_write(tmp_path, "none.yaml", pods[4])))
+    # The plan lists pods in admission order, and the first admitted pod gets the CPUs a pod alone would get.
+    assert (["none", "early", "tie-1", "tie-2", "late"], alone["pods"][0]["containers"][0]["cpus"]) == (
+        [p["name"] for p in result["pods"]],
+        result["pods"][0]["containers"][0]["cpus"],
+    )
+
+
+def test_workload_templates_are_planned(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A Deployment's template is one pod, or up to ``--replicas N``; a StatefulSet's pods are numbered."""
+    template = {"spec": {"containers": [container("app", cpu="2", memory="1Gi")]}}
+    deployment = {"kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 3, "template": template}}
+    stateful = {"kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {"replicas": 2, "template": template}}
+    path = _write(tmp_path, "workloads.yaml", deployment, stateful)
+    one = plan_json(capsys, str(path))
+    many = plan_json(capsys, "--replicas", "2", str(path))
+    assert (["web-0", "db-0"], ["web-0", "web-1", "db-0", "db-1"], [True] * 4) == (
+        [p["name"] for p in one["pods"]],
+        [p["name"] for p in many["pods"]],
+        [p["admitted"] for p in many["pods"]],
+    )
+
+
+def test_replicas_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--replicas 0`` is refused by the parser with status 2."""
+    with pytest.raises(SystemExit) as raised:
+        main(["plan", "--replicas", "0", str(EXAMPLES / "pods" / "web-burstable.yaml")])
+    assert (2, True) == (raised.value.code, "'0' must be at least 1" in capsys.readouterr().err)
