@@ -153,10 +153,15 @@ def _field(doc: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     return value
 
 
+def _object(value: object) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one (a missing or malformed ``metadata``)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _workload_pods(path: str, where: str, doc: dict[str, Any], cap: int) -> list[dict[str, Any]]:
     """The pods a workload's template stands for: ``<name>-0`` ... (see the module docstring)."""
     kind = str(doc["kind"])
-    metadata = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
+    metadata = _object(doc.get("metadata"))
     name = metadata.get("name")
     label = f"{where} ({kind} {name or '<unnamed>'})"
     if not isinstance(name, str) or not name:
@@ -171,7 +176,7 @@ def _workload_pods(path: str, where: str, doc: dict[str, Any], cap: int) -> list
         count = 1
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ManifestError(path, f"{label}: {'.'.join(count_path or ())} is {count!r}, not a replica count")
-    template_metadata = template.get("metadata") if isinstance(template.get("metadata"), Mapping) else {}
+    template_metadata = _object(template.get("metadata"))
     namespace = metadata.get("namespace") or template_metadata.get("namespace") or "default"
     pods = []
     for index in range(min(count, cap)):
