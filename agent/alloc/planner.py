@@ -10,7 +10,11 @@ current :class:`NodeState`, and ``plan(pods)`` the desired cgroup values.
 An admission is atomic: the policies work on copies of the CPU and memory
 states, and the copies replace the snapshot only when the whole pod fitted. A
 rejected pod holds nothing and keeps running in the node shared pool; the
-decision carries the kubelet's reason and message.
+decision carries the kubelet's reason and message, and the pod's whole request
+next to what was free per NUMA node (:class:`~agent.alloc.plan.RejectionFacts`).
+Asked to explain (``admit(pod, explain=True)``), the decision also carries the
+walk-through of the admission (:class:`~agent.alloc.trace.AdmissionTrace`).
+Every container of a plan says why it runs where it runs (:class:`~agent.alloc.plan.PoolReason`).
 
 Policies and the scope are chosen once, here, from the configured names. The
 checks that need the machine (NUMA node count, distances, sockets vs NUMA
@@ -34,7 +38,18 @@ from agent.alloc.memorymanager import (
     StaticMemoryPolicy,
     default_machine_state,
 )
-from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan, Pool
+from agent.alloc.plan import (
+    ContainerPlan,
+    ContainerRequest,
+    DesiredValues,
+    NUMAFree,
+    Plan,
+    PodPlan,
+    Pool,
+    PoolReason,
+    ReasonKind,
+    RejectionFacts,
+)
 from agent.alloc.planner_config import PlannerConfig
 from agent.alloc.state import (
     NodeState,
@@ -46,8 +61,18 @@ from agent.alloc.state import (
     validate_node_state,
 )
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
+from agent.alloc.trace import AdmissionTrace, MergeStep
 from agent.cpuset import CPUSet
-from agent.pods import ContainerKind, PodView, QOSClass, container_exclusive_cpus
+from agent.pods import (
+    ContainerKind,
+    ContainerView,
+    CPUEligibility,
+    PodView,
+    QOSClass,
+    container_exclusive_cpus,
+    cpu_eligibility,
+    uses_pod_level_path,
+)
 from agent.topology.model import Topology
 
 __all__ = ["Decision", "Planner"]
@@ -68,6 +93,8 @@ class Decision:
     pod_level: bool = False
     already_admitted: bool = False
     kept_observed: tuple[str, ...] = ()
+    facts: RejectionFacts | None = None
+    trace: AdmissionTrace | None = None
 
 
 class Planner:
@@ -203,13 +230,14 @@ class Planner:
     def is_admitted(self, uid: str) -> bool:
         return uid in self._state.pods
 
-    def admit(self, pod: PodView, observed: Observed | None = None) -> Decision:
+    def admit(self, pod: PodView, observed: Observed | None = None, *, explain: bool = False) -> Decision:
         """Admit a pod: allocate whatever it is eligible for, or reject it and change nothing.
 
         A pod already in the state keeps its allocations (a restart never moves CPUs).
         ``observed`` (cpusets found on its live cgroups, when rebuilding a lost
         checkpoint) is kept where it fits; if the pod cannot be admitted around
-        it, it is admitted afresh.
+        it, it is admitted afresh. ``explain`` adds the walk-through of the
+        admission to the decision (``Decision.trace``).
         """
         existing = self._state.pods.get(pod.uid)
         if existing is not None:
@@ -231,13 +259,30 @@ class Planner:
                 pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD,
             )
             if kept or pod.uid in cpu.pod_entries:
-                decision = self._admit(pod, cpu, kept=tuple(kept))
+                decision = self._admit(pod, cpu, kept=tuple(kept), explain=explain)
                 if decision.admitted:
                     return decision
-        return self._admit(pod, self._state.cpu.copy())
+        return self._admit(pod, self._state.cpu.copy(), explain=explain)
 
-    def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = ()) -> Decision:
+    def _trace(
+        self, pod: PodView, steps: list[MergeStep] | None, error: PlacementError | None
+    ) -> AdmissionTrace | None:
+        if steps is None:
+            return None
+        return AdmissionTrace(
+            policy=self.config.topology_manager_policy,
+            scope=self.config.topology_manager_scope,
+            prefer_closest=self.config.topology_policy_options.prefer_closest_numa,
+            pod_level=uses_pod_level_path(pod) and self.config.topology_manager_scope == TopologyManagerScope.POD,
+            steps=tuple(steps),
+            admitted=error is None,
+            reason=error.reason if error is not None else None,
+            message=error.message if error is not None else None,
+        )
+
+    def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = (), *, explain: bool = False) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
+        steps: list[MergeStep] | None = [] if explain else None
         try:
             admission = admit_pod(
                 pod,
@@ -246,6 +291,7 @@ class Planner:
                 providers=self._providers,
                 cpu=cpu,
                 memory=memory,
+                steps=steps,
             )
             self._check_shared_pool(cpu)
         except PlacementError as err:
@@ -260,6 +306,8 @@ class Planner:
                 admitted=False,
                 reason=err.reason,
                 message=err.message,
+                facts=self._rejection_facts(pod),
+                trace=self._trace(pod, steps, err),
             )
         holds = (
             pod.uid in cpu.assignments
@@ -289,6 +337,40 @@ class Planner:
             exclusive_containers=admission.exclusive_requests,
             pod_level=admission.pod_level,
             kept_observed=kept,
+            trace=self._trace(pod, steps, None),
+        )
+
+    def _rejection_facts(self, pod: PodView) -> RejectionFacts:
+        """The refused pod's whole request, and what each NUMA node had free for it (the state is unchanged)."""
+        containers = tuple(
+            ContainerRequest(
+                name=c.name,
+                kind=c.kind,
+                cpu=c.resources.requests.get("cpu"),
+                memory=c.resources.requests.get("memory"),
+                exclusive_cpus=container_exclusive_cpus(pod, c),
+            )
+            for c in pod.all_containers
+        )
+        available = self._cpu.available(self._state.cpu) if self._cpu is not None else CPUSet()
+        memory = self._state.memory
+        free = tuple(
+            NUMAFree(
+                numa=node,
+                cpus=len(available & self.topology.cpus_in_numa(node)),
+                memory=memory.machine[node].tables["memory"].free
+                if memory is not None and node in memory.machine and "memory" in memory.machine[node].tables
+                else None,
+            )
+            for node in self.topology.numa_ids
+        )
+        pod_requests = pod.pod_resources.requests if pod.pod_resources is not None else {}
+        return RejectionFacts(
+            pod_cpu=pod_requests.get("cpu"),
+            pod_memory=pod_requests.get("memory"),
+            exclusive_cpus=self._cpu.pod_guaranteed_cpus(pod) if self._cpu is not None else 0,
+            containers=containers,
+            free=free,
         )
 
     def _check_shared_pool(self, cpu: CPUState) -> None:
@@ -403,6 +485,7 @@ class Planner:
                     numa=self.topology.numa_of(cpus),
                     container_id=container.container_id,
                     desired=desired,
+                    reason=self._reason(pod, container, pool, len(cpus), bubble is not None, record, decision),
                 )
             )
         interim: CPUSet | None = None
@@ -435,4 +518,49 @@ class Planner:
             containers=tuple(containers),
             interim=interim,
             cgroup_uid=pod.cgroup_uid,
+            rejection=decision.facts if rejected and decision else None,
+        )
+
+    def _reason(
+        self,
+        pod: PodView,
+        container: ContainerView,
+        pool: Pool,
+        cpus: int,
+        bubble: bool,
+        record: PodRecord | None,
+        decision: Decision | None,
+    ) -> PoolReason:
+        """Why ``container`` runs in ``pool``: the planner's part, and the container's own eligibility."""
+        requests, limits = container.resources.requests, container.resources.limits
+        pod_cpu = pod.pod_resources.requests.get("cpu") if pod.pod_resources is not None else None
+        eligibility = CPUEligibility.WHOLE_CPUS if pool is Pool.EXCLUSIVE else cpu_eligibility(pod, container)
+        rejection = None
+        if pool is Pool.EXCLUSIVE:
+            kind = ReasonKind.EXCLUSIVE
+        elif self._cpu is None:
+            kind = ReasonKind.NO_CPU_POLICY
+        elif record is None:
+            rejected = decision is not None and not decision.admitted
+            kind = ReasonKind.POD_REJECTED if rejected else ReasonKind.NOT_ADMITTED
+            rejection = decision.reason if decision is not None and rejected else None
+        elif eligibility is CPUEligibility.WHOLE_CPUS:
+            # Eligible yet holding nothing: a pod-level pod whose own cpu is not whole gets no pod CPUs to carve from.
+            kind = ReasonKind.NO_POD_CPUS
+        else:
+            kind = ReasonKind.NOT_ELIGIBLE
+        return PoolReason(
+            kind=kind,
+            pool=pool,
+            eligibility=eligibility,
+            qos=pod.qos,
+            pod_level=pod.has_pod_level_resources,
+            exclusive_cpus=cpus if kind is ReasonKind.EXCLUSIVE else 0,
+            from_pod_cpus=bubble and kind is ReasonKind.EXCLUSIVE,
+            cpu_request=requests.get("cpu"),
+            cpu_limit=limits.get("cpu"),
+            memory_request=requests.get("memory"),
+            memory_limit=limits.get("memory"),
+            pod_cpu=pod_cpu,
+            rejection=rejection,
         )

@@ -8,9 +8,11 @@ turns the text of manifest files (YAML or JSON) into those raw dicts, for
 """
 
 from agent.pods.eligibility import (
+    CPUEligibility,
     container_exclusive_cpus,
     container_memory_eligible,
     container_memory_requests,
+    cpu_eligibility,
     is_equivalent_guaranteed,
     pod_level_cpus,
     pod_level_memory,
@@ -24,6 +26,7 @@ from agent.pods.resources import ContainerKind, Resources, ResourceSpec
 
 __all__ = [
     "MANIFEST_SUFFIXES",
+    "CPUEligibility",
     "ContainerKind",
     "ContainerState",
     "ContainerView",
@@ -36,6 +39,7 @@ __all__ = [
     "container_exclusive_cpus",
     "container_memory_eligible",
     "container_memory_requests",
+    "cpu_eligibility",
     "effective_requests",
     "is_equivalent_guaranteed",
     "on_node",

@@ -33,11 +33,12 @@ def plan_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
 
 
 def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
-    """After pod-level resources: 4 exclusive CPUs for the database, a 2-CPU pod pool for the sidecars."""
+    """After pod-level resources: 4 exclusive CPUs for the database, a 2-CPU pod pool for the sidecars, and why."""
     result = plan_json(capsys, str(EXAMPLES / "pods" / "trading-engine-after.yaml"))
     assert {"cpus": "0-31", "reserved": "0", "shared_pool": "0,4-16,20-31"} == result["node"]
     pod = result["pods"][0]
     assert (True, [0], "1-3,17-19") == (pod["admitted"], pod["numa_affinity"], pod["bubble"])
+    shared = "cpu request {} ≠ limit {}: not eligible for exclusive CPUs → pod shared pool"
     assert [
         {
             "name": "database",
@@ -46,9 +47,32 @@ def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
             "cpus": "1-2,17-18",
             "mems": None,
             "cpu_max": "max 100000",
+            "reason": "exclusive: 4 whole CPUs, cpu and memory request == limit → a slice of the pod's CPUs",
+            "reason_kind": "exclusive",
+            "eligibility": "whole_cpus",
         },
-        {"name": "envoy", "kind": "app", "pool": "pod_shared", "cpus": "3,19", "mems": None, "cpu_max": None},
-        {"name": "log-collector", "kind": "app", "pool": "pod_shared", "cpus": "3,19", "mems": None, "cpu_max": None},
+        {
+            "name": "envoy",
+            "kind": "app",
+            "pool": "pod_shared",
+            "cpus": "3,19",
+            "mems": None,
+            "cpu_max": None,
+            "reason": shared.format("100m", "1500m"),
+            "reason_kind": "not_eligible",
+            "eligibility": "cpu_request_not_limit",
+        },
+        {
+            "name": "log-collector",
+            "kind": "app",
+            "pool": "pod_shared",
+            "cpus": "3,19",
+            "mems": None,
+            "cpu_max": None,
+            "reason": shared.format("50m", "500m"),
+            "reason_kind": "not_eligible",
+            "eligibility": "cpu_request_not_limit",
+        },
     ] == pod["containers"]
 
 
@@ -104,7 +128,7 @@ def test_without_config_plans_with_a_default_reservation(capsys: pytest.CaptureF
 
 
 def test_rejection_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """A pod that cannot be placed is shown with the kubelet's reason and message; the exit status stays 0."""
+    """A pod that cannot be placed is shown with the kubelet's reason and message and its whole request; exit 0."""
     pod = make_pod(
         "full",
         containers=[container("a", cpu="3", memory="1Gi"), container("b", cpu="2", memory="1Gi"), container("c")],
@@ -113,9 +137,23 @@ def test_rejection_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     path = tmp_path / "full.yaml"
     path.write_text(yaml.safe_dump(pod))
     status, out, _ = plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(path))
-    assert 0 == status
-    assert (True, True) == ("default/full" in out, "REJECTED" in out)
-    assert "  reason:  EmptyPodSharedPoolError" in out
+    document = plan_json(capsys, str(path))["pods"][0]
+    request = (
+        "pod requests cpu 5, memory 5Gi, 5 CPUs exclusive; containers: a cpu 3 memory 1Gi (3 exclusive), "
+        "b cpu 2 memory 1Gi (2 exclusive), c no requests; free for exclusive use: NUMA 0 15 CPUs, "
+        "NUMA 1 16 CPUs"
+    )
+    assert (0, True, True, True) == (
+        status,
+        "default/full" in out and "REJECTED" in out,
+        "  reason:  EmptyPodSharedPoolError" in out,
+        f"  request: {request}" in out,
+    )
+    assert (request, "5", [(0, 15, None), (1, 16, None)]) == (
+        document["rejection"]["text"],
+        document["rejection"]["pod_cpu"],
+        [(f["numa"], f["cpus"], f["memory"]) for f in document["rejection"]["free"]],
+    )
 
 
 def test_list_and_multi_document_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -96,8 +96,10 @@ def test_the_directory_source_leaves_workloads_out() -> None:
         ),
         (
             {"kind": "CronJob", "metadata": {"name": "nightly"}, "spec": {"jobTemplate": {}}},
-            "w.yaml: document 1 (CronJob nightly): spec.jobTemplate.spec.template.spec is missing: "
-            "no pod template to plan",
+            (
+                "w.yaml: document 1 (CronJob nightly): spec.jobTemplate.spec.template.spec is missing: "
+                "no pod template to plan"
+            ),
         ),
         (
             {"kind": "Job", "metadata": {}, "spec": {"template": _TEMPLATE}},
