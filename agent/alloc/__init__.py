@@ -38,7 +38,7 @@ from agent.alloc.plan import (
     Pool,
     PoolReason,
     ReasonKind,
-    RejectionFacts,
+    RequestFacts,
     assignment_type,
 )
 from agent.alloc.planner import Decision, Planner
@@ -91,7 +91,7 @@ __all__ = [
     "Pool",
     "PoolReason",
     "ReasonKind",
-    "RejectionFacts",
+    "RequestFacts",
     "ResourceHints",
     "ReservedMemory",
     "SMTAlignmentError",

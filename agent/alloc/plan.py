@@ -25,7 +25,7 @@ Every container carries the *why* of its pool as a :class:`PoolReason` (a
 :class:`ReasonKind` and the facts it rests on: the container's requests and
 limits, its :class:`~agent.pods.CPUEligibility`, the pod's QoS, the rejection);
 ``agent/render/reasons.py`` is the one place that words it. A rejected pod
-carries :class:`RejectionFacts`: its whole request and what was free per NUMA
+carries :class:`RequestFacts`: its whole request and what was free per NUMA
 node when it was refused, to be shown next to the kubelet's message.
 """
 
@@ -48,7 +48,7 @@ __all__ = [
     "Pool",
     "PoolReason",
     "ReasonKind",
-    "RejectionFacts",
+    "RequestFacts",
     "assignment_type",
 ]
 
@@ -138,7 +138,7 @@ class ContainerRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NUMAFree:
-    """What one NUMA node had free when a pod was refused: CPUs for exclusive use, memory (``Static`` policy only)."""
+    """What one NUMA node had free before a pod's admission: CPUs for exclusive use, memory (``Static`` policy only)."""
 
     numa: int
     cpus: int
@@ -146,8 +146,11 @@ class NUMAFree:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RejectionFacts:
-    """A refused pod's whole request and what was free, to be shown next to the kubelet's message.
+class RequestFacts:
+    """A pod's whole request and what was free before its admission.
+
+    A refused pod shows it next to the kubelet's message; ``podpin plan
+    --explain`` shows it for any pod.
 
     ``pod_cpu``/``pod_memory`` are the pod-level requests (None without them);
     ``exclusive_cpus`` is what the pod needed exclusively in all (its pod CPUs,
@@ -204,7 +207,7 @@ class PodPlan:
     containers: tuple[ContainerPlan, ...]
     interim: CPUSet | None = None
     cgroup_uid: str = ""
-    rejection: RejectionFacts | None = None
+    rejection: RequestFacts | None = None
 
     @property
     def cgroup_key(self) -> str:

@@ -11,7 +11,7 @@ An admission is atomic: the policies work on copies of the CPU and memory
 states, and the copies replace the snapshot only when the whole pod fitted. A
 rejected pod holds nothing and keeps running in the node shared pool; the
 decision carries the kubelet's reason and message, and the pod's whole request
-next to what was free per NUMA node (:class:`~agent.alloc.plan.RejectionFacts`).
+next to what was free per NUMA node (:class:`~agent.alloc.plan.RequestFacts`).
 Asked to explain (``admit(pod, explain=True)``), the decision also carries the
 walk-through of the admission (:class:`~agent.alloc.trace.AdmissionTrace`).
 Every container of a plan says why it runs where it runs (:class:`~agent.alloc.plan.PoolReason`).
@@ -48,7 +48,7 @@ from agent.alloc.plan import (
     Pool,
     PoolReason,
     ReasonKind,
-    RejectionFacts,
+    RequestFacts,
 )
 from agent.alloc.planner_config import PlannerConfig
 from agent.alloc.state import (
@@ -93,7 +93,7 @@ class Decision:
     pod_level: bool = False
     already_admitted: bool = False
     kept_observed: tuple[str, ...] = ()
-    facts: RejectionFacts | None = None
+    facts: RequestFacts | None = None
     trace: AdmissionTrace | None = None
 
 
@@ -265,9 +265,9 @@ class Planner:
         return self._admit(pod, self._state.cpu.copy(), explain=explain)
 
     def _trace(
-        self, pod: PodView, steps: list[MergeStep] | None, error: PlacementError | None
+        self, pod: PodView, steps: list[MergeStep] | None, request: RequestFacts | None, error: PlacementError | None
     ) -> AdmissionTrace | None:
-        if steps is None:
+        if steps is None or request is None:
             return None
         return AdmissionTrace(
             policy=self.config.topology_manager_policy,
@@ -276,6 +276,7 @@ class Planner:
             pod_level=uses_pod_level_path(pod) and self.config.topology_manager_scope == TopologyManagerScope.POD,
             steps=tuple(steps),
             admitted=error is None,
+            request=request,
             reason=error.reason if error is not None else None,
             message=error.message if error is not None else None,
         )
@@ -283,6 +284,7 @@ class Planner:
     def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = (), *, explain: bool = False) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
         steps: list[MergeStep] | None = [] if explain else None
+        request = self._request_facts(pod) if explain else None
         try:
             admission = admit_pod(
                 pod,
@@ -306,8 +308,8 @@ class Planner:
                 admitted=False,
                 reason=err.reason,
                 message=err.message,
-                facts=self._rejection_facts(pod),
-                trace=self._trace(pod, steps, err),
+                facts=request or self._request_facts(pod),
+                trace=self._trace(pod, steps, request, err),
             )
         holds = (
             pod.uid in cpu.assignments
@@ -337,11 +339,11 @@ class Planner:
             exclusive_containers=admission.exclusive_requests,
             pod_level=admission.pod_level,
             kept_observed=kept,
-            trace=self._trace(pod, steps, None),
+            trace=self._trace(pod, steps, request, None),
         )
 
-    def _rejection_facts(self, pod: PodView) -> RejectionFacts:
-        """The refused pod's whole request, and what each NUMA node had free for it (the state is unchanged)."""
+    def _request_facts(self, pod: PodView) -> RequestFacts:
+        """The pod's whole request, and what each NUMA node has free for it before its admission."""
         containers = tuple(
             ContainerRequest(
                 name=c.name,
@@ -365,7 +367,7 @@ class Planner:
             for node in self.topology.numa_ids
         )
         pod_requests = pod.pod_resources.requests if pod.pod_resources is not None else {}
-        return RejectionFacts(
+        return RequestFacts(
             pod_cpu=pod_requests.get("cpu"),
             pod_memory=pod_requests.get("memory"),
             exclusive_cpus=self._cpu.pod_guaranteed_cpus(pod) if self._cpu is not None else 0,

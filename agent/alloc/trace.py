@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from agent.alloc.plan import RequestFacts
 from agent.alloc.topologymanager import (
     CompactProviderHints,
     HintList,
@@ -63,6 +64,7 @@ class AdmissionTrace:
         pod_level: the pod went through KEP-5526's pod-level path (one allocation for the whole pod).
         steps: the merges, in the order they ran (a rejection ends them).
         admitted: the outcome.
+        request: the pod's whole request and what was free before the admission.
         reason, message: the kubelet's reason and message of a refusal.
     """
 
@@ -72,6 +74,7 @@ class AdmissionTrace:
     pod_level: bool
     steps: tuple[MergeStep, ...]
     admitted: bool
+    request: RequestFacts
     reason: str | None = None
     message: str | None = None
 

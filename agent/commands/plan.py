@@ -10,10 +10,17 @@ DaemonSets, Jobs and CronJobs count as pods (one per workload, or up to
 and are printed with the kubelet's reason and message.
 
 Exit status: 0 planned; 1 a file or pod could not be read (reported on stderr,
-the other pods are still planned); 2 bad configuration or topology (one line on
-stderr); 3 with ``--fail-on-reject``, some pod was rejected (for CI: a
-manifest change that would leave a pod unpinned fails the build). When both 1
-and 3 apply the status is 1: the answer is incomplete.
+the other pods are still planned); 2 bad configuration or topology, or an
+``--explain`` that names no single pod (one line on stderr); 3 with
+``--fail-on-reject``, some pod was rejected (for CI: a manifest change that
+would leave a pod unpinned fails the build). When both 1 and 3 apply the
+status is 1: the answer is incomplete.
+
+``--explain POD`` (``namespace/name``, a name only one pod has, or a file given
+on the command line that holds one pod) admits every pod as usual but prints,
+instead of the plan, the walk-through of that pod's admission: its request,
+the hints, the merge, the chosen NUMA nodes and why, the CPUs taken
+(``agent/render/explain.py``).
 """
 
 from __future__ import annotations
@@ -29,12 +36,13 @@ from agent.config import ConfigError, load_config
 from agent.pods.errors import PodSpecError
 from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
-from agent.render.plan_json import plan_to_dict
+from agent.render.explain import explain_text, explain_to_dict
+from agent.render.plan_json import plan_to_dict, pod_to_dict
 from agent.render.plan_text import render_plan_text
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import TopologyError
 
-__all__ = ["register", "run", "read_pods"]
+__all__ = ["register", "run", "read_pods", "find_pod"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -75,6 +83,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--fail-on-reject", action="store_true", help="exit with status 3 when any pod is rejected (for CI)"
     )
     parser.add_argument(
+        "--explain",
+        metavar="POD",
+        help="walk through one pod's admission instead of printing the plan: namespace/name, or a file holding one pod",
+    )
+    parser.add_argument(
         "pods", nargs="+", type=Path, metavar="POD.yaml", help="pod or workload manifests, admitted in creation order"
     )
     parser.set_defaults(func=run)
@@ -90,9 +103,9 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[PodView], list[dict[str, str]]]:
-    """Every pod of the files in creation order (ties in file order), and the problems found (file, pod, error)."""
-    pods: list[PodView] = []
+def _read(paths: list[Path], replicas: int) -> tuple[list[tuple[PodView, Path]], list[dict[str, str]]]:
+    """Every pod with the file it came from, in file order, and the problems found (file, pod, error)."""
+    pods: list[tuple[PodView, Path]] = []
     problems: list[dict[str, str]] = []
     for path in paths:
         try:
@@ -107,13 +120,42 @@ def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[PodView], l
             problems.append({"file": str(path), "pod": "", "error": "holds no Pod and no workload"})
         for index, raw in enumerate(raw_pods):
             try:
-                pods.append(pod_from_dict(raw))
+                pods.append((pod_from_dict(raw), path))
             except PodSpecError as err:
                 metadata: Any = raw.get("metadata") if isinstance(raw, dict) else None
                 name = metadata.get("name") if isinstance(metadata, dict) else None
                 problems.append({"file": str(path), "pod": str(name or f"#{index + 1}"), "error": str(err)})
     # A stable sort: equal timestamps (and pods without one, first, as the agent orders them) keep the file order.
-    return sorted(pods, key=lambda pod: pod.creation_timestamp or ""), problems
+    return sorted(pods, key=lambda found: found[0].creation_timestamp or ""), problems
+
+
+def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[PodView], list[dict[str, str]]]:
+    """Every pod of the files in creation order (ties in file order), and the problems found (file, pod, error)."""
+    pods, problems = _read(paths, replicas)
+    return [pod for pod, _ in pods], problems
+
+
+def find_pod(wanted: str, pods: list[tuple[PodView, Path]]) -> PodView:
+    """The one pod ``--explain`` names: ``namespace/name``, a name only one pod has, or a file holding one pod.
+
+    Raises:
+        ValueError: no pod, or more than one, matches (the message lists the candidates).
+    """
+    by_file = [pod for pod, path in pods if str(path) == wanted]
+    if by_file:
+        candidates = by_file
+        what = f"the file {wanted} holds"
+    elif "/" in wanted:
+        candidates = [pod for pod, _ in pods if pod.full_name == wanted]
+        what = "the pods are"
+    else:
+        candidates = [pod for pod, _ in pods if pod.name == wanted]
+        what = "the pods are"
+    if len(candidates) == 1:
+        return candidates[0]
+    names = ", ".join(pod.full_name for pod in (candidates or [pod for pod, _ in pods])) or "none"
+    count = "no pod" if not candidates else f"{len(candidates)} pods"
+    raise ValueError(f"--explain {wanted}: {count} match; name one as namespace/name ({what}: {names})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,15 +169,29 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, TopologyError, PlannerError, OptionsError) as err:
         print(f"podpin plan: {err}", file=sys.stderr)
         return 2
-    pods, problems = read_pods(list(args.pods), replicas=args.replicas)
+    found, problems = _read(list(args.pods), args.replicas)
+    pods = [pod for pod, _ in found]
+    try:
+        target = find_pod(args.explain, found) if args.explain is not None else None
+    except ValueError as err:
+        print(f"podpin plan: {err}", file=sys.stderr)
+        return 2
     decisions: dict[str, Decision] = {}
     for pod in pods:
-        decisions[pod.uid] = planner.admit(pod)
+        decisions[pod.uid] = planner.admit(pod, explain=target is not None and pod.uid == target.uid)
     plan = planner.plan(pods, decisions)
     for problem in problems:
         where = problem["file"] + (f": pod {problem['pod']}" if problem["pod"] else "")
         print(f"podpin plan: {where}: {problem['error']}", file=sys.stderr)
-    if args.output == "json":
+    trace = decisions[target.uid].trace if target is not None else None
+    if target is not None and trace is not None:
+        pod_plan = plan.pod(target.uid)
+        if args.output == "json":
+            explained = {"pod": pod_to_dict(pod_plan), "explain": explain_to_dict(trace, pod_plan)}
+            sys.stdout.write(json.dumps(explained, indent=2) + "\n")
+        else:
+            sys.stdout.write(explain_text(trace, pod_plan))
+    elif args.output == "json":
         document = plan_to_dict(plan)
         if problems:
             document["errors"] = problems

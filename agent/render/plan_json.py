@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.alloc import ContainerPlan, Plan, PodPlan, RejectionFacts
+from agent.alloc import ContainerPlan, Plan, PodPlan, RequestFacts
 from agent.quantity import format_bytes, format_cpu
 from agent.render.reasons import reason_text, rejection_text
 
@@ -51,7 +51,7 @@ def _quantity(value: int | None, *, cpu: bool) -> str | None:
     return format_cpu(value) if cpu else format_bytes(value)
 
 
-def rejection_to_dict(facts: RejectionFacts) -> dict[str, Any]:
+def rejection_to_dict(facts: RequestFacts) -> dict[str, Any]:
     """A refused pod's request and what was free, JSON-ready."""
     return {
         "text": rejection_text(facts),

@@ -1,7 +1,7 @@
 """The words for why a container runs where it runs, and for what a refused pod asked for: said in one place.
 
 The core decides and hands over typed facts — a :class:`~agent.alloc.PoolReason`
-per container, :class:`~agent.alloc.RejectionFacts` per refused pod
+per container, :class:`~agent.alloc.RequestFacts` per refused pod
 (``agent/alloc/plan.py``). This module is the only one that turns them into
 sentences, so ``podpin plan`` (text and JSON), the ``pod.admitted`` and
 ``pod.rejected`` log lines and the pod's Events say the same thing in the same
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.alloc import ContainerRequest, Pool, PoolReason, ReasonKind, RejectionFacts
+from agent.alloc import ContainerRequest, Pool, PoolReason, ReasonKind, RequestFacts
 from agent.pods import CPUEligibility
 from agent.quantity import format_bytes, format_cpu
 
@@ -98,21 +98,23 @@ def _container_request(request: ContainerRequest) -> str:
     return text
 
 
-def rejection_text(facts: RejectionFacts) -> str:
+def rejection_text(facts: RequestFacts) -> str:
     """The refused pod's whole request and what was free per NUMA node, one line.
 
-    e.g. ``pod requests cpu 40, memory 8Gi, 40 CPUs exclusive; containers: db cpu 36 memory 6Gi (36 exclusive),
-    proxy cpu 4 memory 2Gi (4 exclusive); free for exclusive use: NUMA 0 15 CPUs, NUMA 1 16 CPUs``.
+    e.g. ``pod requests cpu 40 memory 8Gi: 40 CPUs of its own; containers: db cpu 36 memory 6Gi (36 exclusive),
+    proxy cpu 4 memory 2Gi; free for exclusive use: NUMA 0 15 CPUs, NUMA 1 16 CPUs`` (a pod-level pod), or
+    ``pod requests 40 exclusive CPUs; ...`` (a classic one).
     """
-    pod = []
-    if facts.pod_cpu is not None:
-        pod.append(f"cpu {format_cpu(facts.pod_cpu)}")
-    if facts.pod_memory is not None:
-        pod.append(f"memory {format_bytes(facts.pod_memory)}")
-    pod.append(f"{facts.exclusive_cpus} CPUs exclusive" if facts.exclusive_cpus else "no exclusive CPUs")
+    if facts.pod_cpu is not None or facts.pod_memory is not None:
+        asked = [f"cpu {format_cpu(facts.pod_cpu)}"] if facts.pod_cpu is not None else []
+        asked += [f"memory {format_bytes(facts.pod_memory)}"] if facts.pod_memory is not None else []
+        own = f"{facts.exclusive_cpus} CPUs of its own" if facts.exclusive_cpus else "no CPUs of its own"
+        pod = f"{' '.join(asked)}: {own}"
+    else:
+        pod = f"{facts.exclusive_cpus} exclusive CPUs" if facts.exclusive_cpus else "no exclusive CPUs"
     free = ", ".join(
         f"NUMA {entry.numa} {entry.cpus} CPUs" + (f" {format_bytes(entry.memory)}" if entry.memory is not None else "")
         for entry in facts.free
     )
     containers = ", ".join(_container_request(c) for c in facts.containers)
-    return f"pod requests {', '.join(pod)}; containers: {containers}; free for exclusive use: {free or 'none'}"
+    return f"pod requests {pod}; containers: {containers}; free for exclusive use: {free or 'none'}"

@@ -77,7 +77,7 @@ def test_rejection_is_one_warning_with_the_kubelet_reason_and_message(node: Agen
         "which is unexpected"
     )
     request = (
-        "pod requests 40 CPUs exclusive; containers: app cpu 40 memory 1Gi (40 exclusive); "
+        "pod requests 40 exclusive CPUs; containers: app cpu 40 memory 1Gi (40 exclusive); "
         "free for exclusive use: NUMA 0 15 CPUs, NUMA 1 16 CPUs"
     )
     assert ([("huge", "Warning", "UnexpectedAdmissionError", f"{message}; {request}", 1)], [(message, request)]) == (

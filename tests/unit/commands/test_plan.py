@@ -139,7 +139,7 @@ def test_rejection_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     status, out, _ = plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(path))
     document = plan_json(capsys, str(path))["pods"][0]
     request = (
-        "pod requests cpu 5, memory 5Gi, 5 CPUs exclusive; containers: a cpu 3 memory 1Gi (3 exclusive), "
+        "pod requests cpu 5 memory 5Gi: 5 CPUs of its own; containers: a cpu 3 memory 1Gi (3 exclusive), "
         "b cpu 2 memory 1Gi (2 exclusive), c no requests; free for exclusive use: NUMA 0 15 CPUs, "
         "NUMA 1 16 CPUs"
     )
@@ -276,3 +276,77 @@ def test_replicas_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit) as raised:
         main(["plan", "--replicas", "0", str(EXAMPLES / "pods" / "web-burstable.yaml")])
     assert (2, True) == (raised.value.code, "'0' must be at least 1" in capsys.readouterr().err)
+
+
+def test_explain_walks_through_one_pod(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--explain namespace/name``: instead of the plan, that pod's hints, merge, chosen nodes and CPUs taken."""
+    after = EXAMPLES / "pods" / "trading-engine-after.yaml"
+    status, out, _ = plan(
+        capsys,
+        "--topology",
+        str(TOPOLOGY),
+        "--config",
+        str(POD_SCOPE),
+        "--explain",
+        "trading/trading-engine",
+        str(after),
+    )
+    lines = out.splitlines()
+    assert (0, True, "hints for the pod:", "chosen NUMA nodes: 0", False) == (
+        status,
+        lines[0].startswith("trading/trading-engine  (uid "),
+        lines[4],
+        lines[9],
+        "CPU map" in out,
+    )
+
+
+@pytest.mark.parametrize("how", ["name", "file"])
+def test_explain_by_name_or_by_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str) -> None:
+    """A name only one pod has, or a file holding one pod, names the pod to explain; other pods are still admitted."""
+    first = _write(tmp_path, "first.yaml", make_pod("first", containers=[container("a", cpu="4", memory="1Gi")]))
+    second = _write(tmp_path, "second.yaml", make_pod("second", containers=[container("a", cpu="4", memory="1Gi")]))
+    target = "second" if how == "name" else str(second)
+    status, out, _ = plan(capsys, "--topology", str(TOPOLOGY), "--explain", target, str(first), str(second))
+    # "first" was admitted before, so the explained pod sees its 4 CPUs gone from NUMA 0.
+    assert (0, "default/second", "free for exclusive use: NUMA 0 11 CPUs, NUMA 1 16 CPUs") == (
+        status,
+        out.split()[0],
+        out.splitlines()[1].split("; ")[-1],
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("nobody", "--explain nobody: no pod match; name one as namespace/name (the pods are: default/a, default/b)"),
+        ("two.yaml", "2 pods match; name one as namespace/name (the file {dir}/two.yaml holds: default/a, default/b)"),
+    ],
+)
+def test_explain_names_exactly_one_pod(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, target: str, message: str
+) -> None:
+    """An --explain that matches no pod, or a file with several: exit 2, one line listing the candidates."""
+    two = _write(
+        tmp_path,
+        "two.yaml",
+        make_pod("a", containers=[container("x", cpu="1", memory="1Gi")]),
+        make_pod("b", containers=[container("x", cpu="1", memory="1Gi")]),
+    )
+    wanted = str(two) if target == "two.yaml" else target
+    status, out, err = plan(capsys, "--topology", str(TOPOLOGY), "--explain", wanted, str(two))
+    expected = message.format(dir=tmp_path)
+    assert (2, "", True) == (status, out, err.rstrip().endswith(expected))
+
+
+def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--explain`` with ``--output json``: the pod's plan entry and the walk-through."""
+    after = EXAMPLES / "pods" / "trading-engine-after.yaml"
+    document = plan_json(capsys, "--explain", "trading/trading-engine", str(after))
+    assert (["explain", "pod"], "trading-engine", "best-effort", [0], True) == (
+        sorted(document),
+        document["pod"]["name"],
+        document["explain"]["policy"],
+        document["explain"]["numa_affinity"],
+        document["explain"]["steps"][0]["admitted"],
+    )

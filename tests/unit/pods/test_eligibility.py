@@ -191,7 +191,7 @@ def test_cpu_eligibility_says_why(raw: dict[str, Any], name: str, verdict: CPUEl
 )
 def test_pod_level_container_verdicts(limits: dict[str, str], verdict: CPUEligibility) -> None:
     """Inside a pod-level Guaranteed pod: memory request ≠ limit, cpu request ≠ limit, fractional cpu."""
-    resources_of = {"cpu": "4", "memory": "1Gi", **limits}
+    resources_of: dict[str, Any] = {"cpu": "4", "memory": "1Gi", **limits}
     raw = make_pod(containers=[container("c", **resources_of)], pod_resources=resources(cpu="8", memory="8Gi"))
     pod = pod_from_dict(raw)
     assert verdict == cpu_eligibility(pod, pod.container("c"))

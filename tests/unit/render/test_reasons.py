@@ -153,6 +153,6 @@ def test_rejection_text_states_the_whole_request() -> None:
     facts = planner.admit(pod_from_dict(raw)).facts
     assert facts is not None
     assert (
-        "pod requests cpu 21, memory 5Gi, 21 CPUs exclusive; containers: db cpu 20 memory 4Gi (20 exclusive), "
+        "pod requests cpu 21 memory 5Gi: 21 CPUs of its own; containers: db cpu 20 memory 4Gi (20 exclusive), "
         "proxy cpu 100m memory 64Mi; free for exclusive use: NUMA 0 7 CPUs, NUMA 1 8 CPUs"
     ) == rejection_text(facts)
