@@ -7,6 +7,7 @@ turns the text of manifest files (YAML or JSON) into those raw dicts, for
 ``podpin plan`` and the directory source.
 """
 
+from agent.pods.cpu_limits import cfs_quota, container_cpu_limit, pod_cpu_limit
 from agent.pods.eligibility import (
     CPUEligibility,
     container_exclusive_cpus,
@@ -36,6 +37,8 @@ __all__ = [
     "QOSClass",
     "ResourceSpec",
     "Resources",
+    "cfs_quota",
+    "container_cpu_limit",
     "container_exclusive_cpus",
     "container_memory_eligible",
     "container_memory_requests",
@@ -44,6 +47,7 @@ __all__ = [
     "is_equivalent_guaranteed",
     "on_node",
     "parse_manifest",
+    "pod_cpu_limit",
     "pod_from_dict",
     "pod_level_cpus",
     "pod_level_memory",
