@@ -12,12 +12,17 @@ the exit statuses are described in ``agent/commands/reset.py``.
 ``--dry-run`` runs the same writer over file operations that read the real
 files and record the writes instead of making them, so the lines it prints are
 exactly the writes a reset would make, in the order it would make them.
+
+``--hold`` keeps the node's lock after the reset until the process is told to
+stop: no podpin agent can start on the node meanwhile, so nothing pins again
+what was just given back (the uninstall manifest holds it until it is deleted).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -62,6 +67,7 @@ class ResetOptions:
     dry_run: bool = False
     forget_state: bool = False
     wait_for_agent: float = 0.0
+    hold: bool = False
     env: dict[str, str] | None = None
 
 
@@ -104,12 +110,12 @@ def _lock(config: AgentConfig, options: ResetOptions, out: TextIO) -> AgentLock 
         lock = acquire_lock(config.state_dir, "podpin reset", wait=wait)
     except LockHeldError as err:
         if options.dry_run:
-            print(f"note: a podpin agent is running on this node ({err}): a reset would be refused", file=out)
+            print(f"note: another podpin process works on this node ({err}): a reset would be refused", file=out)
             return None
         raise ResetError(
             AGENT_RUNNING,
-            f"a podpin agent is running on this node: {err}; stop it first (delete the DaemonSet or unlabel the "
-            "node), or wait for it with --wait-for-agent SECONDS",
+            f"another podpin process works on this node (an agent or a reset): {err}; stop the agent first (delete "
+            "the DaemonSet or unlabel the node), or wait for it with --wait-for-agent SECONDS",
         ) from err
     except OSError as err:
         print(f"note: cannot take the node's lock in {config.state_dir} ({err.strerror or err}); going on", file=out)
@@ -250,10 +256,10 @@ def _report(
     return written, problems
 
 
-def _forget(state_dir: Path) -> list[Path]:
-    """Remove podpin's checkpoint, its leftovers and the lock file; returns what was removed."""
+def _forget(state_dir: Path, *, lock_file: bool) -> list[Path]:
+    """Remove podpin's checkpoint, its leftovers and (unless it is still held) the lock file; returns what went."""
     removed = []
-    names = {CHECKPOINT_NAME, CHECKPOINT_NAME + ".corrupt", LOCK_NAME}
+    names = {CHECKPOINT_NAME, CHECKPOINT_NAME + ".corrupt"} | ({LOCK_NAME} if lock_file else set())
     try:
         entries = list(state_dir.iterdir())
     except FileNotFoundError:
@@ -280,7 +286,14 @@ def _layout(config: AgentConfig) -> CgroupLayout:
         raise ResetError(CANNOT_START, f"cgroups: {err}") from err
 
 
-def _restore(config: AgentConfig, options: ResetOptions, file_ops: FileOps | None, out: TextIO, err: TextIO) -> int:
+def _restore(
+    config: AgentConfig,
+    options: ResetOptions,
+    file_ops: FileOps | None,
+    out: TextIO,
+    err: TextIO,
+    stop: threading.Event,
+) -> int:
     topology = _topology(options)
     layout = _layout(config)
     lock = _lock(config, options, out)
@@ -312,7 +325,13 @@ def _restore(config: AgentConfig, options: ResetOptions, file_ops: FileOps | Non
         for failure in read_failures:
             problems += 1
             print(f"podpin reset: not restored: {failure}", file=err)
-        return _conclude(config, options, written, problems, out)
+        status = _conclude(config, options, written, problems, out)
+        if lock is not None and options.hold:
+            print(f"holding {lock.path} until stopped: no podpin agent can start on this node", file=out, flush=True)
+            stop.wait()
+            if options.forget_state:
+                lock.path.unlink(missing_ok=True)
+        return status
     finally:
         if lock is not None:
             lock.release()
@@ -331,7 +350,7 @@ def _conclude(config: AgentConfig, options: ResetOptions, written: int, problems
     else:
         print("nothing to restore: every cgroup already holds what the kubelet gives it", file=out)
     if options.forget_state:
-        removed = _forget(config.state_dir)
+        removed = _forget(config.state_dir, lock_file=not options.hold)
         print(f"forgot podpin's state: removed {', '.join(map(str, removed)) or 'nothing (there was none)'}", file=out)
     elif checkpoint.exists():
         print(f"the checkpoint {checkpoint} is kept for a re-install (--forget-state removes it)", file=out)
@@ -339,9 +358,20 @@ def _conclude(config: AgentConfig, options: ResetOptions, written: int, problems
 
 
 def reset_node(
-    options: ResetOptions, *, file_ops: FileOps | None = None, out: TextIO | None = None, err: TextIO | None = None
+    options: ResetOptions,
+    *,
+    file_ops: FileOps | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Reset this node (see ``agent/commands/reset.py``); ``file_ops`` replaces the file access (tests).
+    """Reset this node (see ``agent/commands/reset.py``).
+
+    Args:
+        options: the flags.
+        file_ops: replaces the file access (tests emulate the kernel).
+        out, err: where the lines go (default stdout, stderr).
+        stop: with ``--hold``, set to end the hold (the command sets it on SIGTERM or SIGINT).
 
     Returns:
         the exit status.
@@ -350,7 +380,7 @@ def reset_node(
     stderr = err if err is not None else sys.stderr
     try:
         config = _configure(replace(options, env=options.env if options.env is not None else dict(os.environ)))
-        return _restore(config, options, file_ops, stdout, stderr)
+        return _restore(config, options, file_ops, stdout, stderr, stop if stop is not None else threading.Event())
     except ResetError as error:
         print(f"podpin reset: {error}", file=stderr)
         return error.status

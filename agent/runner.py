@@ -285,7 +285,7 @@ class Agent:
         try:
             self._lock = acquire_lock(self.config.state_dir, "podpin run")
         except LockHeldError as err:
-            raise AgentError(f"another podpin agent is running on this node: {err}") from err
+            raise AgentError(f"another podpin process works on this node (an agent or a reset): {err}") from err
         except OSError as err:
             self.log.warning("agent.lock_failed", state_dir=str(self.config.state_dir), error=str(err))
 

@@ -20,6 +20,11 @@ widens. ``--wait-for-agent SECONDS`` waits for the agent to stop first (the
 uninstall manifest starts the reset, then the DaemonSet is deleted). The reset
 holds the lock itself while it works, so no agent starts in the middle.
 
+``--hold`` keeps the lock after the reset until the process is stopped
+(SIGTERM): while it holds, no agent can start on the node and pin again, which
+is what the uninstall manifest (``deploy/uninstall/uninstall-job.yaml``) uses
+between the reset and the deletion of everything podpin.
+
 The checkpoint is kept unless ``--forget-state``: an agent installed again (a
 rollback, a re-install) adopts it and puts every running container back on
 exactly the CPUs it had, instead of placing the pods afresh; an old checkpoint
@@ -35,6 +40,8 @@ list); 3 a podpin agent is running on this node.
 from __future__ import annotations
 
 import argparse
+import signal
+import threading
 from pathlib import Path
 
 from agent.topology.load import DEFAULT_SYSFS_ROOT
@@ -81,6 +88,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="SECONDS",
         help="wait up to SECONDS for a running podpin agent to stop instead of refusing at once (default: 0)",
     )
+    parser.add_argument(
+        "--hold",
+        action="store_true",
+        help="after the reset, keep the node's lock until stopped (SIGTERM) so no podpin agent can start meanwhile",
+    )
     parser.set_defaults(func=run)
 
 
@@ -90,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
     # (and `podpin --help`) seconds of start-up.
     from agent.resetter import ResetOptions, reset_node
 
+    stop = threading.Event()
+    if args.hold:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda _signum, _frame: stop.set())
     return reset_node(
         ResetOptions(
             config=args.config,
@@ -101,5 +117,7 @@ def run(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             forget_state=args.forget_state,
             wait_for_agent=args.wait_for_agent,
-        )
+            hold=args.hold,
+        ),
+        stop=stop,
     )

@@ -22,6 +22,7 @@ from agent.agent_lock import LOCK_NAME
 from agent.cgroups.fs import FileOps
 from agent.cli import main
 from agent.resetter import ResetOptions, reset_node
+from agent.runner import AgentError
 from tests.agent.test_once import PODS
 from tests.support.agentfixture import AgentNode, kubeconfig, make_node, running, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
@@ -201,7 +202,8 @@ def test_refused_while_an_agent_runs(tmp_path: Path) -> None:
         status, _, err = _reset(node)
         after = node.files()
     assert (3, pinned) == (status, after)
-    assert err.startswith("podpin reset: a podpin agent is running on this node: ")
+    assert err.startswith("podpin reset: another podpin process works on this node (an agent or a reset): ")
+    assert ", podpin run)" in err
 
 
 def test_wait_for_agent_resets_once_the_agent_stops(tmp_path: Path) -> None:
@@ -268,3 +270,36 @@ def test_cli_errors_exit_2_with_one_line(
         ),
         f"podpin reset: --pods-dir {tmp_path / 'none'}: not a directory",
     ] == err
+
+
+def test_hold_keeps_agents_off_the_node_until_stopped(tmp_path: Path) -> None:
+    """``--hold``: after the reset the lock stays taken, so an agent cannot start and pin again, until stopped."""
+    node, _ = _pinned(tmp_path)
+    stop = threading.Event()
+    out = io.StringIO()
+    options = ResetOptions(
+        config=node.config_path,
+        pods_dir=node.pods_dir,
+        sysfs_root=node.sysfs,
+        cgroup_root=node.tree.root,
+        state_dir=node.state_dir,
+        hold=True,
+        forget_state=True,
+        env={},
+    )
+    result: list[int] = []
+    holder = threading.Thread(
+        target=lambda: result.append(reset_node(options, file_ops=node.tree.ops(), out=out, stop=stop))
+    )
+    holder.start()
+    wait_until(lambda: "holding " in out.getvalue(), what="the reset holding the lock")
+    with pytest.raises(AgentError) as refused:
+        node.agent().run()
+    stop.set()
+    holder.join(10)
+    assert ([0], True, [], {ONLINE}) == (
+        result,
+        str(refused.value).startswith("another podpin process works on this node (an agent or a reset): "),
+        list(node.state_dir.iterdir()),
+        set(_effective(node).values()),
+    )
