@@ -113,7 +113,8 @@ def rejection_text(facts: RequestFacts) -> str:
     else:
         pod = f"{facts.exclusive_cpus} exclusive CPUs" if facts.exclusive_cpus else "no exclusive CPUs"
     free = ", ".join(
-        f"NUMA {entry.numa} {entry.cpus} CPUs" + (f" {format_bytes(entry.memory)}" if entry.memory is not None else "")
+        f"NUMA {entry.numa} {entry.cpus} CPUs"
+        + (f" and {format_bytes(entry.memory)}" if entry.memory is not None else "")
         for entry in facts.free
     )
     containers = ", ".join(_container_request(c) for c in facts.containers)

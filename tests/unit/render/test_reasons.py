@@ -156,3 +156,22 @@ def test_rejection_text_states_the_whole_request() -> None:
         "pod requests cpu 21 memory 5Gi: 21 CPUs of its own; containers: db cpu 20 memory 4Gi (20 exclusive), "
         "proxy cpu 100m memory 64Mi; free for exclusive use: NUMA 0 7 CPUs, NUMA 1 8 CPUs"
     ) == rejection_text(facts)
+
+
+def test_rejection_text_names_free_memory_with_the_static_memory_policy() -> None:
+    """With memoryManagerPolicy Static a refused pod also sees the memory each NUMA node had free."""
+    config = config_from_mapping(
+        {
+            "reservedSystemCPUs": "0",
+            "memoryManagerPolicy": "Static",
+            "systemReserved": {"memory": "924Mi"},
+            "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}],
+            "topologyManagerPolicy": "single-numa-node",
+        },
+        env={},
+    )
+    planner = Planner(machine(threads=1), config.planner)
+    raw = make_pod("wide", containers=[container("db", cpu="10", memory="4Gi")])
+    facts = planner.admit(pod_from_dict(raw)).facts
+    assert facts is not None
+    assert rejection_text(facts).endswith("free for exclusive use: NUMA 0 7 CPUs and 63Gi, NUMA 1 8 CPUs and 64Gi")
