@@ -40,14 +40,10 @@ from agent.alloc.memorymanager import (
 )
 from agent.alloc.plan import (
     ContainerPlan,
-    ContainerRequest,
     DesiredValues,
-    NUMAFree,
     Plan,
     PodPlan,
     Pool,
-    PoolReason,
-    ReasonKind,
     RequestFacts,
 )
 from agent.alloc.planner_config import PlannerConfig
@@ -62,15 +58,13 @@ from agent.alloc.state import (
 )
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.alloc.trace import AdmissionTrace, MergeStep
+from agent.alloc.why import pool_reason, request_facts
 from agent.cpuset import CPUSet
 from agent.pods import (
     ContainerKind,
-    ContainerView,
-    CPUEligibility,
     PodView,
     QOSClass,
     container_exclusive_cpus,
-    cpu_eligibility,
     uses_pod_level_path,
 )
 from agent.topology.model import Topology
@@ -284,7 +278,7 @@ class Planner:
     def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = (), *, explain: bool = False) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
         steps: list[MergeStep] | None = [] if explain else None
-        request = self._request_facts(pod) if explain else None
+        request = request_facts(pod, self.topology, self._cpu, self._state) if explain else None
         try:
             admission = admit_pod(
                 pod,
@@ -308,7 +302,7 @@ class Planner:
                 admitted=False,
                 reason=err.reason,
                 message=err.message,
-                facts=request or self._request_facts(pod),
+                facts=request or request_facts(pod, self.topology, self._cpu, self._state),
                 trace=self._trace(pod, steps, request, err),
             )
         holds = (
@@ -340,39 +334,6 @@ class Planner:
             pod_level=admission.pod_level,
             kept_observed=kept,
             trace=self._trace(pod, steps, request, None),
-        )
-
-    def _request_facts(self, pod: PodView) -> RequestFacts:
-        """The pod's whole request, and what each NUMA node has free for it before its admission."""
-        containers = tuple(
-            ContainerRequest(
-                name=c.name,
-                kind=c.kind,
-                cpu=c.resources.requests.get("cpu"),
-                memory=c.resources.requests.get("memory"),
-                exclusive_cpus=container_exclusive_cpus(pod, c),
-            )
-            for c in pod.all_containers
-        )
-        available = self._cpu.available(self._state.cpu) if self._cpu is not None else CPUSet()
-        memory = self._state.memory
-        free = tuple(
-            NUMAFree(
-                numa=node,
-                cpus=len(available & self.topology.cpus_in_numa(node)),
-                memory=memory.machine[node].tables["memory"].free
-                if memory is not None and node in memory.machine and "memory" in memory.machine[node].tables
-                else None,
-            )
-            for node in self.topology.numa_ids
-        )
-        pod_requests = pod.pod_resources.requests if pod.pod_resources is not None else {}
-        return RequestFacts(
-            pod_cpu=pod_requests.get("cpu"),
-            pod_memory=pod_requests.get("memory"),
-            exclusive_cpus=self._cpu.pod_guaranteed_cpus(pod) if self._cpu is not None else 0,
-            containers=containers,
-            free=free,
         )
 
     def _check_shared_pool(self, cpu: CPUState) -> None:
@@ -487,7 +448,16 @@ class Planner:
                     numa=self.topology.numa_of(cpus),
                     container_id=container.container_id,
                     desired=desired,
-                    reason=self._reason(pod, container, pool, len(cpus), bubble is not None, record, decision),
+                    reason=pool_reason(
+                        pod,
+                        container,
+                        pool=pool,
+                        cpus=len(cpus),
+                        from_pod_cpus=bubble is not None,
+                        pinning=self._cpu is not None,
+                        admitted=record is not None,
+                        rejection=decision.reason if decision is not None and not decision.admitted else None,
+                    ),
                 )
             )
         interim: CPUSet | None = None
@@ -521,48 +491,4 @@ class Planner:
             interim=interim,
             cgroup_uid=pod.cgroup_uid,
             rejection=decision.facts if rejected and decision else None,
-        )
-
-    def _reason(
-        self,
-        pod: PodView,
-        container: ContainerView,
-        pool: Pool,
-        cpus: int,
-        bubble: bool,
-        record: PodRecord | None,
-        decision: Decision | None,
-    ) -> PoolReason:
-        """Why ``container`` runs in ``pool``: the planner's part, and the container's own eligibility."""
-        requests, limits = container.resources.requests, container.resources.limits
-        pod_cpu = pod.pod_resources.requests.get("cpu") if pod.pod_resources is not None else None
-        eligibility = CPUEligibility.WHOLE_CPUS if pool is Pool.EXCLUSIVE else cpu_eligibility(pod, container)
-        rejection = None
-        if pool is Pool.EXCLUSIVE:
-            kind = ReasonKind.EXCLUSIVE
-        elif self._cpu is None:
-            kind = ReasonKind.NO_CPU_POLICY
-        elif record is None:
-            rejected = decision is not None and not decision.admitted
-            kind = ReasonKind.POD_REJECTED if rejected else ReasonKind.NOT_ADMITTED
-            rejection = decision.reason if decision is not None and rejected else None
-        elif eligibility is CPUEligibility.WHOLE_CPUS:
-            # Eligible yet holding nothing: a pod-level pod whose own cpu is not whole gets no pod CPUs to carve from.
-            kind = ReasonKind.NO_POD_CPUS
-        else:
-            kind = ReasonKind.NOT_ELIGIBLE
-        return PoolReason(
-            kind=kind,
-            pool=pool,
-            eligibility=eligibility,
-            qos=pod.qos,
-            pod_level=pod.has_pod_level_resources,
-            exclusive_cpus=cpus if kind is ReasonKind.EXCLUSIVE else 0,
-            from_pod_cpus=bubble and kind is ReasonKind.EXCLUSIVE,
-            cpu_request=requests.get("cpu"),
-            cpu_limit=limits.get("cpu"),
-            memory_request=requests.get("memory"),
-            memory_limit=limits.get("memory"),
-            pod_cpu=pod_cpu,
-            rejection=rejection,
         )
