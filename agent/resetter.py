@@ -34,7 +34,7 @@ from agent.cgroups.fs import CPUS, MEMS, ApplyReport, CgroupFS, CgroupValues, Fi
 from agent.cgroups.layout import CgroupLayout, detect_layout, scan
 from agent.config import AgentConfig, ConfigError, load_config
 from agent.cpuset import CPUSet
-from agent.pods import PodSpecError, PodView, pod_from_dict
+from agent.pods import MANIFEST_SUFFIXES, ManifestError, PodSpecError, PodView, on_node, parse_manifest, pod_from_dict
 from agent.restore import CgroupFacts, CgroupLevel, CpuMax, Restore, RestorePlan, plan_restore
 from agent.state_store import CHECKPOINT_NAME
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
@@ -126,16 +126,36 @@ def _lock(config: AgentConfig, options: ResetOptions, out: TextIO) -> AgentLock 
     return lock
 
 
+def _manifest_pods(directory: Path, node: str, out: TextIO) -> tuple[dict[str, Any], ...]:
+    """The node's pods in a manifests directory, read once as the directory source reads them.
+
+    Without the directory source itself: it imports the Kubernetes client, which a reset from manifests does not
+    need and which costs seconds of start-up on a small node.
+    """
+    if not directory.is_dir():
+        raise ResetError(CANNOT_START, f"--pods-dir {directory}: not a directory")
+    pods: dict[str, dict[str, Any]] = {}
+    for path in sorted(directory.iterdir()):
+        if path.suffix not in MANIFEST_SUFFIXES or path.name.startswith(".") or not path.is_file():
+            continue
+        try:
+            found = parse_manifest(str(path), path.read_bytes())
+        except (OSError, ManifestError) as err:
+            print(f"note: {path}: cannot read ({err}); its pods count as unknown", file=out)
+            continue
+        for pod in found:
+            uid = str(pod["metadata"].get("uid", "")) if isinstance(pod.get("metadata"), dict) else ""
+            if on_node(pod, node):
+                pods.setdefault(uid, pod)
+    return tuple(pods.values())
+
+
 def _pods(config: AgentConfig, options: ResetOptions, out: TextIO) -> list[PodView]:
     """This node's pods, from the manifests directory or the API server; unreadable ones are named and skipped."""
     node = config.node_name or ""
     raw: tuple[Any, ...]
     if options.pods_dir is not None:
-        from agent.kube.dirsource import DirSource
-
-        if not options.pods_dir.is_dir():
-            raise ResetError(CANNOT_START, f"--pods-dir {options.pods_dir}: not a directory")
-        raw = DirSource(options.pods_dir, node).scan()
+        raw = _manifest_pods(options.pods_dir, node, out)
     else:
         from agent.kube.client import KubeConfigError, load_api
         from agent.kube.source import KubeSource

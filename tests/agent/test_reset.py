@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import errno
 import io
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -303,3 +305,17 @@ def test_hold_keeps_agents_off_the_node_until_stopped(tmp_path: Path) -> None:
         list(node.state_dir.iterdir()),
         set(_effective(node).values()),
     )
+
+
+def test_a_reset_from_manifests_never_loads_the_kubernetes_client(tmp_path: Path) -> None:
+    """With --pods-dir the reset reads the manifests itself: the Kubernetes client (seconds of start-up) stays out."""
+    node, _ = _pinned(tmp_path)
+    script = (
+        "import sys; from agent.cli import main; "
+        f"status = main(['reset', '--dry-run', '--config', {str(node.config_path)!r}, '--pods-dir', "
+        f"{str(node.pods_dir)!r}, '--sysfs-root', {str(node.sysfs)!r}, '--cgroup-root', {str(node.tree.root)!r}, "
+        f"'--state-dir', {str(node.state_dir)!r}]); "
+        "print(status, 'kubernetes' in sys.modules, file=sys.stderr)"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert "0 False" == run.stderr.strip().splitlines()[-1]

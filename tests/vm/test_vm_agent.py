@@ -32,7 +32,7 @@ from tests.vm.planexpect import (
     run_plan,
 )
 
-LAYOUTS = [VMConfig(cpus=8, nodes=2, timeout_s=300), VMConfig(cpus=8, nodes=4, timeout_s=300)]
+LAYOUTS = [VMConfig(cpus=8, nodes=2, timeout_s=420), VMConfig(cpus=8, nodes=4, timeout_s=420)]
 agent_run = harness.scenario_fixture("scenario_agent.py", params=LAYOUTS)
 
 PODS: E2EPods = e2e_pods()
