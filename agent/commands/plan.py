@@ -103,8 +103,8 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _read(paths: list[Path], replicas: int) -> tuple[list[tuple[PodView, Path]], list[dict[str, str]]]:
-    """Every pod with the file it came from, in file order, and the problems found (file, pod, error)."""
+def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[tuple[PodView, Path]], list[dict[str, str]]]:
+    """Every pod with the file it came from, in creation order (ties in file order), and the problems found."""
     pods: list[tuple[PodView, Path]] = []
     problems: list[dict[str, str]] = []
     for path in paths:
@@ -127,12 +127,6 @@ def _read(paths: list[Path], replicas: int) -> tuple[list[tuple[PodView, Path]],
                 problems.append({"file": str(path), "pod": str(name or f"#{index + 1}"), "error": str(err)})
     # A stable sort: equal timestamps (and pods without one, first, as the agent orders them) keep the file order.
     return sorted(pods, key=lambda found: found[0].creation_timestamp or ""), problems
-
-
-def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[PodView], list[dict[str, str]]]:
-    """Every pod of the files in creation order (ties in file order), and the problems found (file, pod, error)."""
-    pods, problems = _read(paths, replicas)
-    return [pod for pod, _ in pods], problems
 
 
 def find_pod(wanted: str, pods: list[tuple[PodView, Path]]) -> PodView:
@@ -169,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, TopologyError, PlannerError, OptionsError) as err:
         print(f"podpin plan: {err}", file=sys.stderr)
         return 2
-    found, problems = _read(list(args.pods), args.replicas)
+    found, problems = read_pods(list(args.pods), replicas=args.replicas)
     pods = [pod for pod, _ in found]
     try:
         target = find_pod(args.explain, found) if args.explain is not None else None
