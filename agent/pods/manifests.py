@@ -5,6 +5,11 @@ strings and :class:`agent.kube.dirsource.DirSource` only adds the directory
 scanning. A manifest is written by a person, so every error names the file and
 the document that is wrong.
 
+The text goes through the bounded loaders of :mod:`agent.safeparse`: at most
+1 MiB per file, no YAML anchors or aliases, bounded nesting and numbers, so a
+hostile or broken file is one clean :class:`ManifestError` and never a
+``MemoryError``, a ``RecursionError`` or a cycle in the pod dict.
+
 A pod without ``metadata.uid`` gets one derived from its namespace and name
 (:func:`stable_uid`, a UUIDv5), so the same manifest keeps the same uid across
 rescans and agent restarts, and the planner sees an edit as a change of the
@@ -14,17 +19,19 @@ same pod rather than a new pod. Two manifests with the same namespace/name
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
+from agent.safeparse import MAX_DOCUMENT_BYTES, DocumentError, load_json, load_yaml_documents
 
-__all__ = ["ManifestError", "MANIFEST_SUFFIXES", "parse_manifest", "stable_uid", "on_node"]
+__all__ = ["ManifestError", "MANIFEST_SUFFIXES", "MAX_MANIFEST_BYTES", "parse_manifest", "stable_uid", "on_node"]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """File name endings read as manifests; other files in the directory are ignored."""
+
+MAX_MANIFEST_BYTES = MAX_DOCUMENT_BYTES
+"""Largest manifest file read (1 MiB); a larger one is refused unparsed."""
 
 _UID_NAMESPACE = uuid.UUID("6f0c3f2e-7a43-5d1e-9b8a-5e0d1c2b3a41")
 """The UUIDv5 namespace of derived pod uids (a fixed constant: changing it changes every derived uid)."""
@@ -62,21 +69,25 @@ def parse_manifest(path: str, data: bytes) -> tuple[dict[str, Any], ...]:
     ConfigMap), as are empty documents. Items of a ``PodList`` may omit ``kind``.
 
     Raises:
-        ManifestError: undecodable bytes, a syntax error, a document that is not
-            an object or has no ``kind``, or a List whose ``items`` is not a list
-            of objects with a ``kind``.
+        ManifestError: more than :data:`MAX_MANIFEST_BYTES`, undecodable bytes, a
+            syntax error, a YAML anchor or alias, nesting or numbers beyond the
+            bounds of :mod:`agent.safeparse`, a document that is not an object or
+            has no ``kind``, or a List whose ``items`` is not a list of objects
+            with a ``kind``.
     """
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(path, f"larger than {MAX_MANIFEST_BYTES} bytes; not read")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ManifestError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
         if path.endswith(".json"):
-            docs: list[Any] = [json.loads(text)] if text.strip() else []
+            docs: list[Any] = [load_json(text)] if text.strip() else []
         else:
-            docs = list(yaml.safe_load_all(text))
-    except (ValueError, yaml.YAMLError) as err:
-        raise ManifestError(path, f"cannot parse: {_describe(err)}") from None
+            docs = load_yaml_documents(text)
+    except DocumentError as err:
+        raise ManifestError(path, f"cannot parse: {err}") from None
     pods: list[dict[str, Any]] = []
     for number, doc in enumerate(docs, start=1):
         if doc is None:
@@ -116,12 +127,3 @@ def _fill_uid(pod: dict[str, Any]) -> None:
     if isinstance(metadata, dict) and not metadata.get("uid"):
         namespace = metadata.get("namespace") or "default"
         metadata["uid"] = stable_uid(str(namespace), str(metadata.get("name") or ""))
-
-
-def _describe(err: Exception) -> str:
-    """One line: YAML errors as ``line L, column C: problem (context)``, others as their text."""
-    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
-        mark = err.problem_mark
-        context = f" ({err.context})" if err.context else ""
-        return f"line {mark.line + 1}, column {mark.column + 1}: {err.problem}{context}"
-    return " ".join(str(err).split())

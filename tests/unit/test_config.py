@@ -245,6 +245,7 @@ def test_contract_keys() -> None:
         "logLevel",
         "logFormat",
         "cgroupWatch",
+        "stateBindAddress",
     } == {entry.key for entry in CONFIG_KEYS}
 
 
