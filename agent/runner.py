@@ -47,7 +47,7 @@ from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
 from agent.server import AgentServer, BindError, StateServer
-from agent.state_store import StateStore
+from agent.state_store import DiskOps, StateStore
 from agent.topology.load import load_topology
 from agent.topology.model import Topology, TopologyError
 
@@ -99,12 +99,15 @@ def _configure(options: RunOptions) -> AgentConfig:
 class Agent:
     """The running agent: owns every thread and the single reconcile loop."""
 
-    def __init__(self, options: RunOptions, *, file_ops: FileOps | None = None) -> None:
+    def __init__(
+        self, options: RunOptions, *, file_ops: FileOps | None = None, disk_ops: DiskOps | None = None
+    ) -> None:
         """Prepare every part of the agent; nothing runs until :meth:`run`.
 
         Args:
             options: the ``podpin run`` flags.
             file_ops: how cgroup files are read and written (tests pass a kernel emulation).
+            disk_ops: how the checkpoint is written (tests pass one that fails).
 
         Raises:
             AgentError: an agent-level failure, as one line.
@@ -120,7 +123,7 @@ class Agent:
         self.topology = self._topology()
         self.layout = self._layout()
         self.fs = CgroupFS(self.config.cgroup_root, file_ops)
-        self.store = StateStore(self.config.state_dir)
+        self.store = StateStore(self.config.state_dir, disk_ops)
         self._set_aside: list[str] = []
         planner, rebuild = self._planner()
         self.metrics = AgentMetrics(lambda: self.reconciler.snapshot)
