@@ -74,8 +74,10 @@ def test_failed_save_is_retried_every_pass_and_reported(node: AgentNode) -> None
         disk.full = True
         node.add_pod(second)
         wait_until(lambda: node.cpus(second, "app") == "2,18", what="second pinned while the disk is full")
-        passes = agent.reconciler.passes
-        wait_until(lambda: agent.reconciler.passes >= passes + 2, what="two more passes")
+        wait_until(
+            lambda: (sample(agent, "podpin_checkpoint_write_errors_total", errno="ENOSPC") or 0.0) >= 3.0,
+            what="the save tried again on two more passes",
+        )
         failing = (
             fetch(base + "/readyz"),
             sample(agent, "podpin_checkpoint_write_errors_total", errno="ENOSPC") or 0.0,
@@ -131,9 +133,9 @@ def test_state_dir_replaced_by_a_file_is_retried_once_it_is_back(node: AgentNode
     )
 
 
-def test_restart_over_a_stale_checkpoint_moves_no_running_container(node: AgentNode) -> None:
-    """The disk was full when ``recent`` was pinned, so the checkpoint on disk lacks it; after a restart an
-    older pod bound meanwhile must not take ``recent``'s CPUs.
+def test_restart_over_a_stale_checkpoint_moves_no_running_container(node: AgentNode, tmp_path: Path) -> None:
+    """The checkpoint could not be saved when ``recent`` was pinned (the state directory was unusable), so the
+    checkpoint on disk lacks it; after a restart an older pod bound meanwhile must not take ``recent``'s CPUs.
 
     Failed before the fix: the restarted agent trusted the stale checkpoint and admitted the new pods in creation
     order, so ``early`` (created first) took 2,18 from the running ``recent``, which moved to 3,19.
@@ -141,10 +143,13 @@ def test_restart_over_a_stale_checkpoint_moves_no_running_container(node: AgentN
     steady, recent, early = gu("steady", ts=5), gu("recent", ts=6), gu("early", ts=1)
     node.add_pod(steady)
     node.run_once()
-    disk = Disk()
-    disk.full = True
+    saved = tmp_path / "saved-state"
+    shutil.move(node.state_dir, saved)
+    node.state_dir.write_text("not a directory\n")
     node.add_pod(recent)
-    _agent(node, disk, once=True).run()
+    node.run_once()
+    node.state_dir.unlink()
+    shutil.move(saved, node.state_dir)
     before = (node.cpus(steady, "app"), node.cpus(recent, "app"), _uids(node))
     node.add_pod(early)
     with capture_logs() as logs:
