@@ -42,7 +42,15 @@ from http import HTTPStatus
 
 import structlog
 
-__all__ = ["Limits", "Request", "Response", "Handler", "BoundedHTTPServer", "effective_max_connections"]
+__all__ = [
+    "Limits",
+    "Request",
+    "Response",
+    "Handler",
+    "BoundedHTTPServer",
+    "effective_max_connections",
+    "parse_request_head",
+]
 
 _log = structlog.get_logger("podpin.server")
 
@@ -253,7 +261,7 @@ class BoundedHTTPServer:
         self._answer(conn, bytes(conn.received[:end]))
 
     def _answer(self, conn: _Conn, head: bytes) -> None:
-        request = _parse(head)
+        request = parse_request_head(head)
         if request is None:
             response = Response(status=400, content_type="text/plain; charset=utf-8", body=b"bad request\n")
             method, path = "-", "-"
@@ -305,7 +313,7 @@ class BoundedHTTPServer:
         conn.sock.close()
 
 
-def _parse(head: bytes) -> Request | None:
+def parse_request_head(head: bytes) -> Request | None:
     """The request line and headers, or None when they are not HTTP/1.x."""
     try:
         lines = head.decode("iso-8859-1").replace("\r\n", "\n").split("\n")

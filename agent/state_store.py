@@ -57,8 +57,10 @@ __all__ = [
 ]
 
 CHECKPOINT_NAME = "podpin_state.json"
-#: Largest checkpoint read: 250 pods with Static memory on 16 NUMA nodes take well under 1 MiB.
-MAX_CHECKPOINT_BYTES = 16 << 20
+#: Largest checkpoint read (1 MiB): 127 pods with Static memory on 8 NUMA nodes take 94 KB, so a node at the
+#: kubelet's 110-pod default has ten times the room; a larger file costs its parse (a list of a million numbers
+#: takes about half a second) and is refused instead.
+MAX_CHECKPOINT_BYTES = 1 << 20
 #: How many ``podpin_state.json.corrupt-*`` files are kept for inspection (the newest).
 KEEP_CORRUPT = 5
 #: A checkpoint nests 7 deep; anything much deeper is not one (and would cost recursion to check).

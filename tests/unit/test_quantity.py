@@ -100,18 +100,14 @@ def test_exactness() -> None:
     assert parse_quantity("0.1").value * 10 == 1
 
 
+_CUT = "'" + "1" * 29 + "..." + "1" * 30 + "'"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (
-            "1" * 4401,
-            "invalid quantity '11111111111111111111111111111...111111111111111111111111111111': "
-            "longer than 64 characters",
-        ),
-        (
-            "1" * 65,
-            "invalid quantity '11111111111111111111111111111...111111111111111111111111111111': longer than 64 characters",
-        ),
+        ("1" * 4401, f"invalid quantity {_CUT}: longer than 64 characters"),
+        ("1" * 65, f"invalid quantity {_CUT}: longer than 64 characters"),
         (10**5000, "invalid quantity <an integer of 16610 bits>: more than 64 digits"),
         (-(10**64), "invalid quantity <an integer of 213 bits>: more than 64 digits"),
         ("1e101", "invalid quantity '1e101': exponent out of range"),

@@ -189,7 +189,7 @@ class TestLoad:
         assert str(err.value).startswith(f"{tmp_path}/{CHECKPOINT_NAME}: {reason}")
 
     def test_too_large_is_refused_unread(self, tmp_path: Path) -> None:
-        """A checkpoint over 16 MiB (sparse here: nothing is read) is refused by its size."""
+        """A checkpoint over 1 MiB (sparse here: nothing is read) is refused by its size."""
         with (tmp_path / CHECKPOINT_NAME).open("wb") as file:
             file.truncate(MAX_CHECKPOINT_BYTES + 1)
         with pytest.raises(CheckpointError) as err:
