@@ -54,7 +54,7 @@ __all__ = [
 
 _log = structlog.get_logger("podpin.server")
 
-_POLL_INTERVAL = 0.1  # the longest the loop sleeps; bounds stop()'s latency
+_EMFILE_PAUSE = 0.1  # seconds to wait when out of descriptors with nothing of ours to close
 _ACCEPTS_PER_TURN = 64  # accept() calls per readiness event, so reading clients are not starved
 _RECV_BYTES = 4096
 
@@ -163,7 +163,7 @@ class BoundedHTTPServer:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving, close every connection and the listener (within about ``_POLL_INTERVAL``)."""
+        """Stop serving (the wake socket ends the loop's wait), close every connection and the listener."""
         self._stopping.set()
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
@@ -185,9 +185,10 @@ class BoundedHTTPServer:
                 _log.error("http.loop_failed", error=f"{type(err).__name__}: {err}")
 
     def _turn(self) -> None:
-        now = time.monotonic()
-        soonest = min((c.deadline for c in self._conns.values()), default=now + _POLL_INTERVAL)
-        for key, mask in self._selector.select(max(0.0, min(_POLL_INTERVAL, soonest - now))):
+        # Idle, the loop sleeps until a client or stop() (the wake socket) arrives: no periodic wake-ups.
+        soonest = min((c.deadline for c in self._conns.values()), default=None)
+        timeout = None if soonest is None else max(0.0, soonest - time.monotonic())
+        for key, mask in self._selector.select(timeout):
             if key.fileobj is self._listener:
                 self._accept()
             elif key.fileobj is self._wake_r:
@@ -215,15 +216,15 @@ class BoundedHTTPServer:
                 if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                     # Out of descriptors: free one; the client still waiting is accepted on the next turn.
                     if not self._evict_oldest_reading():
-                        time.sleep(_POLL_INTERVAL)  # nothing of ours to free: do not spin on a readable listener
+                        time.sleep(_EMFILE_PAUSE)  # nothing of ours to free: do not spin on a readable listener
                     return
                 if err.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM, errno.EINTR):
                     continue
                 raise
             sock.setblocking(False)
             if len(self._conns) >= self._max and not self._evict_oldest_reading():
-                sock.close()
                 self._dropped("capacity", str(address[0]))
+                sock.close()
                 continue
             conn = _Conn(sock=sock, client=str(address[0]), deadline=time.monotonic() + self._limits.deadline)
             self._conns[sock] = conn
@@ -297,8 +298,8 @@ class BoundedHTTPServer:
             self._close(conn)
 
     def _drop(self, conn: _Conn, reason: str) -> None:
+        self._dropped(reason, conn.client)  # counted before the client can see the close
         self._close(conn)
-        self._dropped(reason, conn.client)
 
     def _dropped(self, reason: str, client: str) -> None:
         _log.debug("http.dropped", client=client, reason=reason)
