@@ -157,7 +157,9 @@ class Reconciler:
         elif adopting:
             # A checkpoint may be older than the cgroups (a save failed before the restart): the pods it does
             # not hold are offered their live cpusets first, so none of them loses CPUs to an older new pod.
-            self._observations = self._observe_live([v for v in views if not self.planner.is_admitted(v.uid)])
+            live = self._observe_live(views)
+            self._report_disagreements(live)
+            self._observations = {uid: seen for uid, seen in live.items() if not self.planner.is_admitted(uid)}
         for bad in malformed:
             self.reporter.malformed(bad)
         for bad_id in self.pods.bad_container_ids(views):
@@ -257,6 +259,18 @@ class Reconciler:
             if containers or pod_cpus:
                 observed[view.uid] = Observed(containers=containers, pod=pod_cpus or None)
         return observed
+
+    def _report_disagreements(self, live: Mapping[str, Observed]) -> None:
+        """Say so when a checkpointed exclusive set differs from what the container's cgroup holds (never silently)."""
+        cpu = self.planner.snapshot().cpu
+        differ = {
+            f"{uid}/{name}": {"checkpoint": str(cpu.get(uid, name)), "cgroup": str(cpus)}
+            for uid, seen in live.items()
+            for name, cpus in seen.containers.items()
+            if cpu.get(uid, name) not in (None, cpus)
+        }
+        if differ:
+            self.log.warning("state.disagrees_with_cgroups", containers=differ, kept="the checkpoint's")
 
     def _explicit_cpus(self, path: Path) -> CPUSet:
         try:

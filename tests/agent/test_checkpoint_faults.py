@@ -6,6 +6,7 @@ The contract is ``docs/design.md``, "Restart". Each test names what the code bef
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import shutil
@@ -15,8 +16,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from agent.cpuset import CPUSet
 from agent.runner import Agent
-from agent.state_store import CHECKPOINT_NAME, DiskOps
+from agent.state_store import CHECKPOINT_NAME, DiskOps, StateStore
 from tests.support.agentfixture import AgentNode, fetch, lines, make_node, running, sample, wait_until
 from tests.support.podfactory import container, make_pod
 
@@ -218,3 +220,27 @@ def test_symlinked_state_dir_is_refused_at_start(node: AgentNode, tmp_path: Path
         [line for line in result.stderr.splitlines() if not line.startswith("{")],
         os.listdir(elsewhere),
     )
+
+
+def test_checkpoint_disagreeing_with_a_cgroup_is_reported(node: AgentNode) -> None:
+    """A checkpointed exclusive set that differs from what the container's cgroup holds is logged at start.
+
+    The checkpoint is still what the planner keeps (a restart after a hotplug or configuration change, where
+    the two legitimately differ, is the next step's); the point here is that the disagreement is never silent.
+    """
+    web = gu("web")
+    node.add_pod(web)
+    node.run_once()
+    store = StateStore(node.state_dir)
+    state = store.load()
+    assert state is not None
+    cpu = state.cpu.copy()
+    uid = web["metadata"]["uid"]
+    cpu.set(uid, "app", CPUSet.parse("3,19"))
+    cpu.default = (cpu.default | CPUSet.parse("1,17")) - CPUSet.parse("3,19")
+    store.save(dataclasses.replace(state, cpu=cpu))
+    with capture_logs() as logs:
+        node.run_once()
+    assert [{f"{uid}/app": {"checkpoint": "3,19", "cgroup": "1,17"}}] == [
+        e["containers"] for e in lines(logs, "state.disagrees_with_cgroups")
+    ]
