@@ -36,7 +36,6 @@ from types import MappingProxyType
 from typing import Any
 
 import durationpy
-import yaml
 
 from agent.alloc import (
     CPUManagerPolicy,
@@ -55,6 +54,8 @@ from agent.cpuset import CPUSet, CPUSetError
 from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
 from agent.podresources import DEFAULT_SOCKET
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
+from agent.safeparse import MAX_DOCUMENT_BYTES, DocumentError, load_yaml
+from agent.shortrepr import short_repr
 
 __all__ = [
     "ASSUMED_RESERVATION",
@@ -62,6 +63,7 @@ __all__ = [
     "AgentConfig",
     "ConfigError",
     "ConfigKey",
+    "MAX_CONFIG_BYTES",
     "NRTSettings",
     "config_from_mapping",
     "load_config",
@@ -107,6 +109,7 @@ class AgentConfig:
     kubelet_cpu_manager_state_path: Path
     dry_run: bool
     metrics_bind_address: str
+    state_bind_address: str | None
     log_level: str
     log_format: str
     cgroup_watch: WatchMode
@@ -146,7 +149,7 @@ def _choice(names: type[StrEnum] | tuple[str, ...]) -> Parser:
 
     def parse(key: str, value: Any) -> Any:
         if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+            raise ConfigError(f"{key}: {short_repr(value)} is not one of {', '.join(allowed)}")
         return names(value) if isinstance(names, type) else value
 
     return parse
@@ -154,7 +157,7 @@ def _choice(names: type[StrEnum] | tuple[str, ...]) -> Parser:
 
 def _string(key: str, value: Any) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{key}: {value!r} is not a string")
+        raise ConfigError(f"{key}: {short_repr(value)} is not a string")
     return value
 
 
@@ -169,30 +172,30 @@ def _optional_string(key: str, value: Any) -> str | None:
 
 def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ConfigError(f"{key}: {value!r} is not true or false")
+        raise ConfigError(f"{key}: {short_repr(value)} is not true or false")
     return value
 
 
 def _map(key: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{key}: {value!r} is not a map")
+        raise ConfigError(f"{key}: {short_repr(value)} is not a map")
     return value
 
 
 def _duration(key: str, value: Any) -> timedelta:
     if not isinstance(value, str):
-        raise ConfigError(f'{key}: {value!r} is not a duration such as "10s"')
+        raise ConfigError(f'{key}: {short_repr(value)} is not a duration such as "10s"')
     try:
         result: timedelta = durationpy.from_str(value)
     except Exception as err:  # durationpy raises its own exception types
-        raise ConfigError(f'{key}: {value!r} is not a duration such as "10s" ({err})') from err
+        raise ConfigError(f'{key}: {short_repr(value)} is not a duration such as "10s" ({err})') from err
     return result
 
 
 def _positive_seconds(key: str, value: Any) -> float:
     period = _duration(key, value)
     if period <= timedelta(0):
-        raise ConfigError(f"{key}: {value!r} must be positive")
+        raise ConfigError(f"{key}: {short_repr(value)} must be positive")
     return period.total_seconds()
 
 
@@ -200,7 +203,7 @@ def _cfs_period_us(key: str, value: Any) -> int:
     """``cpuCFSQuotaPeriod`` in microseconds; the kernel accepts 1ms to 1s."""
     period = _duration(key, value)
     if not timedelta(milliseconds=1) <= period <= timedelta(seconds=1):
-        raise ConfigError(f"{key}: {value!r} must be between 1ms and 1s")
+        raise ConfigError(f"{key}: {short_repr(value)} must be between 1ms and 1s")
     return period // timedelta(microseconds=1)
 
 
@@ -227,6 +230,8 @@ def _resource_map(key: str, value: Any) -> Mapping[str, int]:
     """``kubeReserved``/``systemReserved``: cpu in millicores, memory and hugepages in bytes."""
     result: dict[str, int] = {}
     for name, quantity in _map(key, value).items():
+        if not isinstance(name, str):
+            raise ConfigError(f"{key}: {short_repr(name)} is not a resource name")
         try:
             result[name] = cpu_millis(quantity) if name == "cpu" else memory_bytes(quantity)
         except QuantityError as err:
@@ -252,9 +257,12 @@ _EVICTION_DEFAULT = MappingProxyType({"memory.available": "100Mi"})
 def _eviction_memory(key: str, value: Any) -> int:
     """``evictionHard``: the bytes of its ``memory.available`` threshold (0 without one)."""
     signals = dict(_map(key, value)) or dict(_EVICTION_DEFAULT)
-    unknown = sorted(set(signals) - _EVICTION_SIGNALS)
+    unknown = sorted(set(signals) - _EVICTION_SIGNALS, key=repr)
     if unknown:
-        raise ConfigError(f"{key}.{unknown[0]}: unknown eviction signal")
+        name = unknown[0]
+        raise ConfigError(
+            f"{key}.{name if isinstance(name, str) and len(name) < 60 else short_repr(name)}: unknown eviction signal"
+        )
     if "memory.available" not in signals:
         return 0
     try:
@@ -265,22 +273,22 @@ def _eviction_memory(key: str, value: Any) -> int:
 
 def _reserved_memory(key: str, value: Any) -> tuple[ReservedMemory, ...]:
     if not isinstance(value, list):
-        raise ConfigError(f"{key}: {value!r} is not a list of {{numaNode, limits}}")
+        raise ConfigError(f"{key}: {short_repr(value)} is not a list of {{numaNode, limits}}")
     entries: list[ReservedMemory] = []
     seen: set[int] = set()
     for index, item in enumerate(value):
         where = f"{key}[{index}]"
         if not isinstance(item, Mapping) or set(item) - {"numaNode", "limits"}:
-            raise ConfigError(f"{where}: {item!r} must have exactly the keys numaNode and limits")
+            raise ConfigError(f"{where}: {short_repr(item)} must have exactly the keys numaNode and limits")
         node = item.get("numaNode")
         if not isinstance(node, int) or isinstance(node, bool) or node < 0:
-            raise ConfigError(f"{where}.numaNode: {node!r} is not a NUMA node id")
+            raise ConfigError(f"{where}.numaNode: {short_repr(node)} is not a NUMA node id")
         if node in seen:
             raise ConfigError(f"{where}.numaNode: duplicate entry for NUMA node {node}")
         seen.add(node)
         limits = item.get("limits")
         if not isinstance(limits, Mapping) or not limits:
-            raise ConfigError(f"{where}.limits: {limits!r} is not a non-empty map of memory resources")
+            raise ConfigError(f"{where}.limits: {short_repr(limits)} is not a non-empty map of memory resources")
         parsed: dict[str, int] = {}
         for name, quantity in limits.items():
             if name != "memory" and not str(name).startswith("hugepages-"):
@@ -322,9 +330,14 @@ def _nri(_key: str, value: Any) -> NRIConfig:
 def _bind_address(key: str, value: Any) -> str:
     address = _string(key, value)
     _host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ConfigError(f"{key}: {address!r} is not HOST:PORT")
+    if not sep or not port.isascii() or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"{key}: {short_repr(address)} is not HOST:PORT")
     return address
+
+
+def _optional_bind_address(key: str, value: Any) -> str | None:
+    """``HOST:PORT``, or empty for "not served"."""
+    return _bind_address(key, value) if _string(key, value) else None
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -437,7 +450,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "metrics_bind_address",
         _bind_address,
         "0.0.0.0:9363",
-        "/metrics, /healthz, /readyz, /state (port 0: any free port, logged in agent.started)",
+        "/metrics, /healthz, /readyz (port 0: any free port, logged in agent.started)",
+    ),
+    _key(
+        "stateBindAddress",
+        "state_bind_address",
+        _optional_bind_address,
+        "",
+        "/state (the node's pods and their CPUs) on its own address; empty: not served (suggested: 127.0.0.1:9364)",
     ),
     _key("logLevel", "log_level", _choice(("debug", "info", "warning", "error")), "info", "the lowest level logged"),
     _key(
@@ -472,6 +492,9 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
 )
 
 _KNOWN = tuple(sorted(k.key for k in CONFIG_KEYS))
+
+#: Largest configuration file read (1 MiB; a real one is a few hundred bytes).
+MAX_CONFIG_BYTES = MAX_DOCUMENT_BYTES
 
 
 # -- checks across keys ------------------------------------------------------------------------
@@ -538,9 +561,9 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
     """
     data = dict(data or {})
     env = os.environ if env is None else env
-    unknown = sorted(set(data) - set(_KNOWN))
+    unknown = sorted(set(data) - set(_KNOWN), key=repr)  # keys of any YAML type: 1, null, true
     if unknown:
-        raise ConfigError(f"unknown configuration key {unknown[0]!r} (known keys: {', '.join(_KNOWN)})")
+        raise ConfigError(f"unknown configuration key {short_repr(unknown[0])} (known keys: {', '.join(_KNOWN)})")
     planner: dict[str, Any] = {}
     agent: dict[str, Any] = {}
     for entry in CONFIG_KEYS:
@@ -563,18 +586,26 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
 def load_config(path: Path | None, *, env: Mapping[str, str] | None = None) -> AgentConfig:
     """Read and validate a configuration file (None gives the defaults).
 
+    The file is read with the bounds of :mod:`agent.safeparse`: at most
+    :data:`MAX_CONFIG_BYTES`, no YAML anchors or aliases, bounded nesting.
+
     Raises:
-        ConfigError: the file cannot be read, is not YAML, or holds a bad key.
+        ConfigError: the file cannot be read, is too large, is not YAML, or holds a bad key.
     """
     if path is None:
         return config_from_mapping({}, env=env)
     try:
-        text = Path(path).read_text()
+        with Path(path).open("rb") as file:
+            raw = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the configuration file: {err.strerror or err}") from err
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; not a configuration file")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
+        data = load_yaml(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    except DocumentError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     if data is not None and not isinstance(data, Mapping):
         raise ConfigError(f"{path}: the configuration must be a YAML mapping, got {type(data).__name__}")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from agent.shortrepr import short_repr
+
 __all__ = ["CPUSet", "CPUSetError", "parse_cpulist"]
 
 #: Largest CPU id accepted when parsing. Linux' NR_CPUS tops out at 8192.
@@ -165,13 +167,20 @@ class CPUSet:
 EMPTY = CPUSet()
 
 
+def _quote(text: str) -> str:
+    """The input, quoted for a message; a long one is cut in the middle (a cpulist file may hold anything)."""
+    return short_repr(text, 80)
+
+
 def _parse_id(token: str, text: str) -> int:
     token = token.strip()
     if not token.isdigit() or not token.isascii():
-        raise CPUSetError(f"invalid cpulist {text!r}: {token!r} is not a CPU id")
+        raise CPUSetError(f"invalid cpulist {_quote(text)}: {_quote(token)} is not a CPU id")
+    if len(token.lstrip("0")) > 12:  # never int() thousands of digits (Python refuses beyond 4,300)
+        raise CPUSetError(f"invalid cpulist {_quote(text)}: CPU id {_quote(token)} exceeds {MAX_CPU_ID}")
     value = int(token)
     if value > MAX_CPU_ID:
-        raise CPUSetError(f"invalid cpulist {text!r}: CPU id {value} exceeds {MAX_CPU_ID}")
+        raise CPUSetError(f"invalid cpulist {_quote(text)}: CPU id {value} exceeds {MAX_CPU_ID}")
     return value
 
 
@@ -183,7 +192,7 @@ def parse_cpulist(text: str) -> CPUSet:
     ascending ``a-b`` range raises :class:`CPUSetError` quoting the input.
     """
     if not isinstance(text, str):
-        raise CPUSetError(f"invalid cpulist {text!r}: not a string")
+        raise CPUSetError(f"invalid cpulist {short_repr(text, 80)}: not a string")
     mask = 0
     body = text.strip()
     if not body:
@@ -195,10 +204,10 @@ def parse_cpulist(text: str) -> CPUSet:
         if "-" in element:
             first_text, sep, last_text = element.partition("-")
             if not sep or "-" in last_text:
-                raise CPUSetError(f"invalid cpulist {text!r}: bad range {element!r}")
+                raise CPUSetError(f"invalid cpulist {_quote(text)}: bad range {_quote(element)}")
             first, last = _parse_id(first_text, text), _parse_id(last_text, text)
             if last < first:
-                raise CPUSetError(f"invalid cpulist {text!r}: range {element!r} is descending")
+                raise CPUSetError(f"invalid cpulist {_quote(text)}: range {_quote(element)} is descending")
             mask |= ((1 << (last - first + 1)) - 1) << first
         else:
             mask |= 1 << _parse_id(element, text)

@@ -43,7 +43,7 @@ def parse_kubelet_cpu_policy(text: str, path: str = "cpu_manager_state") -> Kube
         data = _key(document, "data") if isinstance(document, Mapping) else None
         if isinstance(data, str):
             document = json.loads(data)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, RecursionError) as err:  # RecursionError: brackets nested beyond the C stack
         return KubeletCPUPolicy(
             None, True, f"{path}: cannot parse the kubelet CPU manager state ({err}); not writing cpusets to be safe"
         )

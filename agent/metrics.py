@@ -45,6 +45,8 @@ __all__ = [
     "ADMISSION_ERROR_REASONS",
     "EVENT_TYPES",
     "EVENT_RESULTS",
+    "SET_ASIDE_REASONS",
+    "HTTP_DROP_REASONS",
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
@@ -67,6 +69,11 @@ ADMISSION_ERROR_REASONS = (
 EVENT_TYPES = ("Normal", "Warning")
 #: What happened to a recorded Event (``agent.kube.events.EventOutcome``).
 EVENT_RESULTS = ("posted", "patched", "failed", "dropped")
+
+#: Why a checkpoint was set aside at start (``podpin_checkpoints_set_aside_total{reason}``).
+SET_ASIDE_REASONS = ("corrupt", "invalid")
+#: Why the HTTP server closed a connection without answering (``podpin_http_connections_dropped_total{reason}``).
+HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
 
 #: Admission runs the pure planner: typically well under a millisecond, seconds would mean a bug.
 ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -271,6 +278,12 @@ class AgentMetrics:
         kubelet_pinning: 1 when the kubelet's CPU manager is ``static`` (podpin then refuses to write).
         malformed_pods: pods that could not be read into a PodView, by ``reason``.
         source_errors: failures of the pod source (API errors, unreadable manifests).
+        checkpoint_write_errors: failed checkpoint saves, by ``errno`` (``ENOSPC``, ``EIO``, ``EROFS``...).
+        checkpoint_stale: 1 while the checkpoint on disk is behind the agent's state (saves failing), else 0.
+        checkpoints_set_aside: checkpoints renamed ``.corrupt-<time>`` at start, by ``reason``
+            (``corrupt``: unreadable or unparseable; ``invalid``: does not fit this machine or configuration).
+        http_dropped: HTTP connections closed without an answer, by ``reason`` (``capacity``: the oldest
+            idle one, for a newer client; ``deadline``: too slow; ``too_large``: a request head over the limit).
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -320,9 +333,25 @@ class AgentMetrics:
         )
         self.malformed_pods = counter("malformed_pods", "Pods that could not be read, by reason.", "reason")
         self.source_errors = counter("source_errors", "Failures of the pod source.")
+        self.checkpoint_write_errors = counter(
+            "checkpoint_write_errors", "Failed checkpoint saves, by errno name (retried on every pass).", "errno"
+        )
+        self.checkpoint_stale = gauge(
+            "checkpoint_stale", "1 while the checkpoint on disk is behind the agent's state (saves failing), else 0."
+        )
+        self.checkpoints_set_aside = counter(
+            "checkpoints_set_aside", "Checkpoints renamed .corrupt-<time> at start and rebuilt, by reason.", "reason"
+        )
+        self.http_dropped = counter(
+            "http_connections_dropped", "HTTP connections closed without an answer, by reason.", "reason"
+        )
         # Closed label sets start at 0, so rate() and alerts work before the first occurrence.
         for reason in ADMISSION_ERROR_REASONS:
             self.admission_errors.labels(reason=reason)
         for event_type in EVENT_TYPES:
             for result in EVENT_RESULTS:
                 self.events.labels(type=event_type, result=result)
+        for reason in SET_ASIDE_REASONS:
+            self.checkpoints_set_aside.labels(reason=reason)
+        for reason in HTTP_DROP_REASONS:
+            self.http_dropped.labels(reason=reason)

@@ -9,6 +9,16 @@ decimal SI (``n u m`` ``""`` ``k M G T P E``) or a decimal exponent (``e3``,
 Rounding follows ``resource.Quantity``: ``Value()`` and ``MilliValue()`` round
 *up* to the next integer, and the kubelet's "integral CPU" test is
 ``Value() * 1000 == MilliValue()``.
+
+Bounds, stricter than ``ParseQuantity`` in ``k8s.io/apimachinery/pkg/api/resource/quantity.go``
+(which takes any number of digits and an int32 exponent, then saturates what
+the kubelet reads into int64): a quantity string is at most
+:data:`MAX_QUANTITY_CHARS` characters, a decimal exponent at most
+:data:`MAX_EXPONENT` either way, and a JSON/YAML integer below
+``10**MAX_QUANTITY_CHARS``. A pod never needs more (int64 has 19 digits), and
+anything beyond is a clean :class:`QuantityError`, never Python's own
+``ValueError`` for integers of more than 4,300 digits nor a ``Fraction`` with a
+googol of digits.
 """
 
 from __future__ import annotations
@@ -18,9 +28,13 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from agent.shortrepr import short_repr
+
 __all__ = [
     "Quantity",
     "QuantityError",
+    "MAX_QUANTITY_CHARS",
+    "MAX_EXPONENT",
     "parse_quantity",
     "cpu_millis",
     "memory_bytes",
@@ -30,8 +44,18 @@ __all__ = [
 ]
 
 
+#: Longest quantity string accepted.
+MAX_QUANTITY_CHARS = 64
+#: Largest decimal exponent accepted (``1e100``, ``1e-100``).
+MAX_EXPONENT = 100
+
+
 class QuantityError(ValueError):
-    """A quantity string that does not parse; the message quotes it."""
+    """A quantity string that does not parse; the message quotes it (cut to a readable length)."""
+
+
+def _show(text: object) -> str:
+    return short_repr(text, MAX_QUANTITY_CHARS)
 
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -82,13 +106,17 @@ def parse_quantity(text: object) -> Quantity:
     if isinstance(text, bool):
         raise QuantityError(f"invalid quantity {text!r}: not a number or quantity string")
     if isinstance(text, int):
+        if abs(text) >= 10**MAX_QUANTITY_CHARS:
+            raise QuantityError(f"invalid quantity {_show(text)}: more than {MAX_QUANTITY_CHARS} digits")
         return Quantity(Fraction(text), str(text))
     if isinstance(text, float):
         if not math.isfinite(text):
             raise QuantityError(f"invalid quantity {text!r}: not finite")
         return Quantity(Fraction(str(text)), str(text))
     if not isinstance(text, str):
-        raise QuantityError(f"invalid quantity {text!r}: not a number or quantity string")
+        raise QuantityError(f"invalid quantity {_show(text)}: not a number or quantity string")
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise QuantityError(f"invalid quantity {_show(text)}: longer than {MAX_QUANTITY_CHARS} characters")
     match = _PATTERN.match(text.strip()) if text.strip() == text else None
     if match is None or not text:
         raise QuantityError(f"invalid quantity {text!r}")
@@ -100,7 +128,7 @@ def parse_quantity(text: object) -> Quantity:
         scale = _DECIMAL[suffix]
     else:
         exponent = int(suffix[1:])
-        if abs(exponent) > 100:
+        if abs(exponent) > MAX_EXPONENT:
             raise QuantityError(f"invalid quantity {text!r}: exponent out of range")
         scale = Fraction(10) ** exponent
     return Quantity(number * scale, text)

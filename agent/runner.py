@@ -2,10 +2,12 @@
 
 Start-up, in order, each failure being one line and a non-zero exit:
 configuration (with flag overrides), node name, topology from sysfs, the cgroup
-v2 layout (cgroup v1 is refused), the checkpoint (missing or corrupt: rebuilt
-from the live cgroups with a warning), the planner (a configuration that does
-not fit the machine is refused), the pod source (API server or directory), the
-HTTP server.
+v2 layout (cgroup v1 is refused), the state directory (a symlink is refused;
+temp files a crash left are removed), the checkpoint (missing, corrupt or not
+fitting: set aside and rebuilt from the live cgroups with a warning and a
+metric), the planner (a configuration that does not fit the machine is
+refused), the pod source (API server or directory), the HTTP servers (the
+metrics and probes; ``/state`` only when ``stateBindAddress`` is set).
 
 The loop is single-threaded: sources, the cgroup watcher and the signal handler
 only put items on a queue; the loop drains it, runs a reconcile pass, and every
@@ -48,8 +50,8 @@ from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
-from agent.server import AgentServer, BindError
-from agent.state_store import StateStore
+from agent.server import AgentServer, BindError, StateServer
+from agent.state_store import DiskOps, StateStore
 from agent.topology.load import load_topology
 from agent.topology.model import Topology, TopologyError
 
@@ -71,6 +73,7 @@ class RunOptions:
     cgroup_root: Path | None = None
     state_dir: Path | None = None
     metrics_bind_address: str | None = None
+    state_bind_address: str | None = None
     dry_run: bool = False
     once: bool = False
 
@@ -87,6 +90,8 @@ def _configure(options: RunOptions) -> AgentConfig:
         overrides["state_dir"] = options.state_dir
     if options.metrics_bind_address is not None:
         overrides["metrics_bind_address"] = options.metrics_bind_address
+    if options.state_bind_address is not None:
+        overrides["state_bind_address"] = options.state_bind_address or None
     if options.dry_run:
         overrides["dry_run"] = True
     config = replace(config, **overrides)
@@ -98,12 +103,15 @@ def _configure(options: RunOptions) -> AgentConfig:
 class Agent:
     """The running agent: owns every thread and the single reconcile loop."""
 
-    def __init__(self, options: RunOptions, *, file_ops: FileOps | None = None) -> None:
+    def __init__(
+        self, options: RunOptions, *, file_ops: FileOps | None = None, disk_ops: DiskOps | None = None
+    ) -> None:
         """Prepare every part of the agent; nothing runs until :meth:`run`.
 
         Args:
             options: the ``podpin run`` flags.
             file_ops: how cgroup files are read and written (tests pass a kernel emulation).
+            disk_ops: how the checkpoint is written (tests pass one that fails).
 
         Raises:
             AgentError: an agent-level failure, as one line.
@@ -119,9 +127,12 @@ class Agent:
         self.topology = self._topology()
         self.layout = self._layout()
         self.fs = CgroupFS(self.config.cgroup_root, file_ops)
-        self.store = StateStore(self.config.state_dir)
+        self.store = StateStore(self.config.state_dir, disk_ops)
+        self._set_aside: list[str] = []
         planner, rebuild = self._planner()
         self.metrics = AgentMetrics(lambda: self.reconciler.snapshot)
+        for reason in self._set_aside:
+            self.metrics.checkpoints_set_aside.labels(reason=reason).inc()
         api = None
         if options.pods_dir is None:
             try:
@@ -152,11 +163,17 @@ class Agent:
                 self.metrics.registry,
                 health=self.health,
                 ready=self.ready,
-                state=self.state,
+                on_drop=self._count_drop,
             )
-        except ValueError as err:  # a --metrics-bind-address the configuration file never validated
+            self.state_server = (
+                StateServer(self.config.state_bind_address, self.state, on_drop=self._count_drop)
+                if self.config.state_bind_address
+                else None
+            )
+        except ValueError as err:  # a --metrics/state-bind-address the configuration file never validated
             raise AgentError(str(err)) from err
         self.metrics_address: str | None = None
+        self.state_address: str | None = None
         self.failure: str | None = None
         self._lock: AgentLock | None = None
 
@@ -176,9 +193,17 @@ class Agent:
     def _planner(self) -> tuple[Planner, bool]:
         """The planner over the checkpoint, or over an empty state to be rebuilt from the live cgroups."""
         try:
+            self.store.check()
+        except OSError as err:
+            raise AgentError(f"stateDir: {err.strerror}") from err
+        stale = self.store.clean()
+        if stale:
+            self.log.warning("state.temp_removed", path=str(self.store.directory), files=stale)
+        try:
             state = self.store.load()
         except CheckpointError as err:
             moved = self.store.quarantine()
+            self._set_aside.append("corrupt")
             self.log.warning("state.corrupt", error=str(err), moved_to=str(moved) if moved else None)
             state = None
         try:
@@ -187,6 +212,7 @@ class Agent:
                     return Planner(self.topology, self.config.planner, state), False
                 except CheckpointError as err:
                     moved = self.store.quarantine()
+                    self._set_aside.append("invalid")
                     self.log.warning("state.invalid", error=str(err), moved_to=str(moved) if moved else None)
             else:
                 self.log.warning("state.missing", path=str(self.store.path))
@@ -217,6 +243,9 @@ class Agent:
     def _count_event(self, event_type: str, outcome: str) -> None:
         self.metrics.events.labels(type=event_type, result=outcome).inc()
 
+    def _count_drop(self, reason: str) -> None:
+        self.metrics.http_dropped.labels(reason=reason).inc()
+
     # -- endpoints -------------------------------------------------------------------------------
     def health(self) -> tuple[bool, str]:
         """Alive: the loop turned recently and no worker thread died."""
@@ -232,11 +261,22 @@ class Agent:
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
-        """Ready: state loaded, first full pass done, and the kubelet is not pinning CPUs itself."""
+        """Ready: state loaded, first full pass done, the kubelet not pinning CPUs, and the checkpoint saved.
+
+        A checkpoint that cannot be saved does not stop the pinning, but a restart
+        now would start from an older state: not ready, with the errno, until a
+        save succeeds (``docs/design.md``, "Restart").
+        """
         if self.reconciler.blocked is not None:
             return False, self.reconciler.blocked
         if self.reconciler.passes == 0:
             return False, self._ready_reason
+        failure = self.store.failure
+        if failure is not None and not self.config.dry_run:
+            return False, (
+                f"the checkpoint cannot be saved ({failure.errno_name}: {failure.message}; {failure.attempts} "
+                "attempts); pinning goes on, but a restart now would start from an older state"
+            )
         return True, "ok"
 
     def state(self) -> dict[str, Any]:
@@ -296,8 +336,9 @@ class Agent:
         self._take_lock()
         try:
             if not self.options.once:
-                host, port = self.server.start()
-                self.metrics_address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+                self.metrics_address = _joined(*self.server.start())
+                if self.state_server is not None:
+                    self.state_address = _joined(*self.state_server.start())
         except BindError as err:
             if self._lock is not None:
                 self._lock.release()
@@ -313,6 +354,7 @@ class Agent:
             watcher=self.watcher.mode if self.config.cgroup_watch != WatchMode.OFF else WatchMode.OFF,
             online=str(self.topology.online_cpus),
             metrics=self.metrics_address,
+            state=self.state_address,
             once=self.options.once,
         )
         for assumption in self.config.assumed:
@@ -366,6 +408,8 @@ class Agent:
         self.stop_event.set()
         self.watcher.stop()
         self.server.stop()
+        if self.state_server is not None:
+            self.state_server.stop()
         for thread in self._threads:
             thread.join(timeout=2.0)
         if self.recorder is not None:
@@ -391,3 +435,8 @@ class Agent:
 
         signal.signal(signal.SIGTERM, _stop)
         signal.signal(signal.SIGINT, _stop)
+
+
+def _joined(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -197,7 +197,8 @@ class CgroupFS:
         values: dict[str, int] = {}
         for line in text.splitlines():
             key, _, value = line.partition(" ")
-            if not value.strip().isdigit():
+            value = value.strip()
+            if not (value.isascii() and value.isdigit() and len(value) <= 20):  # a u64, in ASCII digits
                 raise self._bad(cgroup, "cpu.stat", text, f"bad line {line!r}")
             values[key] = int(value)
         if "usage_usec" not in values:

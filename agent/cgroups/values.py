@@ -35,7 +35,7 @@ MEMS = "cpuset.mems"
 CPU_MAX = "cpu.max"
 #: The kernel's default CFS period; used when neither the desired value nor the file has one.
 DEFAULT_CFS_PERIOD_US = 100_000
-_CPU_MAX_RE = re.compile(r"(max|[0-9]+)(?: ([0-9]+))?")
+_CPU_MAX_RE = re.compile(r"(max|[0-9]{1,19})(?: ([0-9]{1,19}))?")  # the kernel's values are 64-bit
 
 
 def parse_cpu_max(text: str, *, require_period: bool = False) -> tuple[int | None, int | None]:

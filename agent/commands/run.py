@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--metrics-bind-address", metavar="HOST:PORT", help="metrics and health endpoints (default: 0.0.0.0:9363)"
     )
+    parser.add_argument(
+        "--state-bind-address", metavar="HOST:PORT", help="serve /state here (default: stateBindAddress, not served)"
+    )
     parser.add_argument("--dry-run", action="store_true", help="decide, log and report, but write no cgroup file")
     parser.add_argument("--once", action="store_true", help="one full pass after the first pod list, then exit")
     parser.set_defaults(func=run)
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         cgroup_root=args.cgroup_root,
         state_dir=args.state_dir,
         metrics_bind_address=args.metrics_bind_address,
+        state_bind_address=args.state_bind_address,
         dry_run=args.dry_run,
         once=args.once,
     )

@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from agent.kube.source import Pod, PodEvent
-from agent.pods.manifests import MANIFEST_SUFFIXES, ManifestError, on_node, parse_manifest
+from agent.pods.manifests import MANIFEST_SUFFIXES, MAX_MANIFEST_BYTES, ManifestError, on_node, parse_manifest
 
 try:
     import inotify_simple  # type: ignore[import-untyped]
@@ -32,7 +32,8 @@ class DirSource:
     """This node's pods from a directory of manifests (``*.yaml``, ``*.yml``, ``*.json``).
 
     Emits ``SYNC`` at start and whenever the set of pods changes. A file that
-    cannot be read or parsed is reported once per content change — a
+    cannot be read or parsed (larger than 1 MiB, YAML anchors or aliases, ...:
+    :func:`agent.pods.manifests.parse_manifest`) is reported once per content change — a
     ``source.manifest_error`` log line naming the file and the problem, the
     ``on_error`` callback, and :attr:`source_errors` — and contributes no pods,
     while every other file still counts. Pods whose ``spec.nodeName`` is unset
@@ -135,7 +136,7 @@ class DirSource:
         for path in paths:
             problem: ManifestError | None = None
             try:
-                data: bytes | None = path.read_bytes()
+                data: bytes | None = _read_head(path)
             except OSError as err:
                 data, problem = None, ManifestError(str(path), f"cannot read: {err.strerror or err}")
             if path in self._files and self._files[path] == data:
@@ -177,6 +178,12 @@ class DirSource:
         _log.warning("source.manifest_error", node=self._node, file=err.path, error=err.problem)
         if self._on_error is not None:
             self._on_error(err)
+
+
+def _read_head(path: Path) -> bytes:
+    """The file's bytes, but never more than one byte beyond the manifest limit (``parse_manifest`` refuses those)."""
+    with path.open("rb") as file:
+        return file.read(MAX_MANIFEST_BYTES + 1)
 
 
 class _InotifyWaiter:

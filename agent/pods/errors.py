@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from agent.shortrepr import short_repr
+
 __all__ = ["PodSpecError"]
 
 _REPR_LIMIT = 60
@@ -39,7 +41,10 @@ def _go_quote(text: str) -> str:
 
 def describe(value: object) -> str:
     """``"<type> <repr>"`` of a wrong-typed value, the repr cut to a readable length."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's 4,300 printable digits, somewhere inside
+        text = short_repr(value, _REPR_LIMIT)
     if len(text) > _REPR_LIMIT:
         text = text[: _REPR_LIMIT - 3] + "..."
     return f"{type(value).__name__} {text}"

@@ -16,6 +16,11 @@ the replicas over nodes; with ``workload_replicas=N`` the workload's
 ``spec.replicas`` (``spec.parallelism`` for a Job, the job template's for a
 CronJob; 1 when absent; a DaemonSet always 1), capped at N.
 
+The text goes through the bounded loaders of :mod:`agent.safeparse`: at most
+1 MiB per file, no YAML anchors or aliases, bounded nesting and numbers, so a
+hostile or broken file is one clean :class:`ManifestError` and never a
+``MemoryError``, a ``RecursionError`` or a cycle in the pod dict.
+
 A pod without ``metadata.uid`` gets one derived from its namespace and name
 (:func:`stable_uid`, a UUIDv5), so the same manifest keeps the same uid across
 rescans and agent restarts, and the planner sees an edit as a change of the
@@ -25,17 +30,27 @@ same pod rather than a new pod. Two manifests with the same namespace/name
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
+from agent.safeparse import MAX_DOCUMENT_BYTES, DocumentError, load_json, load_yaml_documents
 
-__all__ = ["ManifestError", "MANIFEST_SUFFIXES", "WORKLOAD_KINDS", "parse_manifest", "stable_uid", "on_node"]
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "MAX_MANIFEST_BYTES",
+    "WORKLOAD_KINDS",
+    "ManifestError",
+    "on_node",
+    "parse_manifest",
+    "stable_uid",
+]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 """File name endings read as manifests; other files in the directory are ignored."""
+
+MAX_MANIFEST_BYTES = MAX_DOCUMENT_BYTES
+"""Largest manifest file read (1 MiB); a larger one is refused unparsed."""
 
 _UID_NAMESPACE = uuid.UUID("6f0c3f2e-7a43-5d1e-9b8a-5e0d1c2b3a41")
 """The UUIDv5 namespace of derived pod uids (a fixed constant: changing it changes every derived uid)."""
@@ -89,22 +104,26 @@ def parse_manifest(path: str, data: bytes, *, workload_replicas: int = 0) -> tup
             each workload's pod template into pods, at most N of them (module docstring).
 
     Raises:
-        ManifestError: undecodable bytes, a syntax error, a document that is not
-            an object or has no ``kind``, a List whose ``items`` is not a list
-            of objects with a ``kind``, or (with ``workload_replicas``) a workload
-            without a pod template or with a replica count that is not a number.
+        ManifestError: more than :data:`MAX_MANIFEST_BYTES`, undecodable bytes, a
+            syntax error, a YAML anchor or alias, nesting or numbers beyond the
+            bounds of :mod:`agent.safeparse`, a document that is not an object or
+            has no ``kind``, a List whose ``items`` is not a list of objects
+            with a ``kind``, or (with ``workload_replicas``) a workload without a
+            pod template or with a replica count that is not a number.
     """
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(path, f"larger than {MAX_MANIFEST_BYTES} bytes; not read")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ManifestError(path, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
         if path.endswith(".json"):
-            docs: list[Any] = [json.loads(text)] if text.strip() else []
+            docs: list[Any] = [load_json(text)] if text.strip() else []
         else:
-            docs = list(yaml.safe_load_all(text))
-    except (ValueError, yaml.YAMLError) as err:
-        raise ManifestError(path, f"cannot parse: {_describe(err)}") from None
+            docs = load_yaml_documents(text)
+    except DocumentError as err:
+        raise ManifestError(path, f"cannot parse: {err}") from None
     pods: list[dict[str, Any]] = []
     for number, doc in enumerate(docs, start=1):
         if doc is None:
@@ -193,12 +212,3 @@ def _fill_uid(pod: dict[str, Any]) -> None:
     if isinstance(metadata, dict) and not metadata.get("uid"):
         namespace = metadata.get("namespace") or "default"
         metadata["uid"] = stable_uid(str(namespace), str(metadata.get("name") or ""))
-
-
-def _describe(err: Exception) -> str:
-    """One line: YAML errors as ``line L, column C: problem (context)``, others as their text."""
-    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
-        mark = err.problem_mark
-        context = f" ({err.context})" if err.context else ""
-        return f"line {mark.line + 1}, column {mark.column + 1}: {err.problem}{context}"
-    return " ".join(str(err).split())

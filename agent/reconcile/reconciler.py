@@ -149,19 +149,30 @@ class Reconciler:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
+        adopting = self.passes == 0 and not self._rebuild
         if self._rebuild:
             self._rebuild = False
             self._observations = self._observe_live(views)
             self.log.warning("state.rebuilt_from_cgroups", pods=len(self._observations))
+        elif adopting:
+            # A checkpoint may be older than the cgroups (a save failed before the restart): the pods it does
+            # not hold are offered their live cpusets first, so none of them loses CPUs to an older new pod.
+            live = self._observe_live(views)
+            self._report_disagreements(live)
+            self._observations = {uid: seen for uid, seen in live.items() if not self.planner.is_admitted(uid)}
         for bad in malformed:
             self.reporter.malformed(bad)
         for bad_id in self.pods.bad_container_ids(views):
             self.reporter.bad_container_id(bad_id)
         changed = self._decide(views, {bad.uid for bad in malformed if bad.uid})
+        if adopting:
+            behind = sorted(f"{d.namespace}/{d.name}" for d in self._decisions.values() if d.kept_observed)
+            if behind:
+                self.log.warning("state.behind_cgroups", pods=behind, kept="the CPUs their cgroups hold")
         self.reporter.forget_gone(
             {v.uid for v in views} | {bad.uid or f"{bad.namespace}/{bad.name}" for bad in malformed}
         )
-        if changed:
+        if changed or (self.store is not None and self.store.stale):
             self._checkpoint()
         plan = self.planner.plan(views, self._decisions)
         full = self._full or changed
@@ -249,6 +260,18 @@ class Reconciler:
                 observed[view.uid] = Observed(containers=containers, pod=pod_cpus or None)
         return observed
 
+    def _report_disagreements(self, live: Mapping[str, Observed]) -> None:
+        """Say so when a checkpointed exclusive set differs from what the container's cgroup holds (never silently)."""
+        cpu = self.planner.snapshot().cpu
+        differ = {
+            f"{uid}/{name}": {"checkpoint": str(cpu.get(uid, name)), "cgroup": str(cpus)}
+            for uid, seen in live.items()
+            for name, cpus in seen.containers.items()
+            if cpu.get(uid, name) not in (None, cpus)
+        }
+        if differ:
+            self.log.warning("state.disagrees_with_cgroups", containers=differ, kept="the checkpoint's")
+
     def _explicit_cpus(self, path: Path) -> CPUSet:
         try:
             return self.fs.read_cpuset(path, "cpuset.cpus")
@@ -256,12 +279,18 @@ class Reconciler:
             return CPUSet()
 
     def _checkpoint(self) -> None:
+        """Save the state; a failed save leaves ``store.stale`` set, so every later pass tries again."""
         if self.store is None or self.dry_run:
             return
+        previous = self.store.failure
         try:
             self.store.save(self.planner.snapshot())
-        except OSError as err:
-            self.log.error("state.checkpoint_failed", path=str(self.store.path), error=err.strerror or str(err))
+        except OSError:
+            if self.store.failure is not None:
+                self.reporter.checkpoint_failed(self.store.path, self.store.failure, previous)
+            return
+        if previous is not None:
+            self.reporter.checkpoint_recovered(self.store.path, previous.attempts)
 
     # -- applying --------------------------------------------------------------------------------
     def _qos_levels(self) -> dict[str, Path]:

@@ -33,6 +33,7 @@ from agent.pods import ContainerKind
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
 from agent.render.reasons import reason_text, rejection_text
+from agent.state_store import WriteFailure
 
 __all__ = ["MAX_EVENT_MESSAGE", "Reporter", "EventSink", "event_message", "pinned_summary"]
 
@@ -287,3 +288,22 @@ class Reporter:
         self._pinned.add(pod.uid)
         if self.events is not None:
             self.events.normal(_ref(pod), "Pinned", pinned_summary(pod))
+
+    # -- the checkpoint ---------------------------------------------------------------------
+    def checkpoint_failed(self, path: Path, failure: WriteFailure, previous: WriteFailure | None) -> None:
+        """A save failed: count it; log it when it starts failing or the errno changes (it is retried every pass)."""
+        self.metrics.checkpoint_write_errors.labels(errno=failure.errno_name).inc()
+        self.metrics.checkpoint_stale.set(1)
+        if previous is None or previous.errno_name != failure.errno_name:
+            self.log.error(
+                "state.checkpoint_failed",
+                path=str(path),
+                errno=failure.errno_name,
+                error=failure.message,
+                attempts=failure.attempts,
+            )
+
+    def checkpoint_recovered(self, path: Path, attempts: int) -> None:
+        """A save succeeded after ``attempts`` failed ones."""
+        self.metrics.checkpoint_stale.set(0)
+        self.log.warning("state.checkpoint_recovered", path=str(path), failed_attempts=attempts)

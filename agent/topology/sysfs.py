@@ -72,7 +72,7 @@ __all__ = ["SysfsError", "read_topology"]
 _NODE_DIR = re.compile(r"^node([0-9]+)$")
 _INDEX_DIR = re.compile(r"^index([0-9]+)$")
 _HUGEPAGES_DIR = re.compile(r"^hugepages-([0-9]+)kB$")
-_MEMTOTAL = re.compile(r"\bMemTotal:\s*([0-9]+)\s*kB\b")
+_MEMTOTAL = re.compile(r"\bMemTotal:\s*([0-9]{1,20})\s*kB\b")  # 20 digits: 10**20 kB, beyond any machine
 
 
 def _numbered(path: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:

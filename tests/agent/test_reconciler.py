@@ -191,21 +191,26 @@ def test_terminal_pod_is_released(node: AgentNode) -> None:
 
 
 def test_endpoints_of_the_running_agent(node: AgentNode) -> None:
-    """/healthz and /readyz say ok, /metrics has the state families, /state the plan; agent.started names the port."""
+    """/healthz and /readyz say ok, /metrics has the state families, /state (on its own address) the plan.
+
+    agent.started names both ports; the metrics address does not serve /state.
+    """
     web = gu("web")
     node.add_pod(web)
-    with capture_logs() as logs, running(node.agent()) as agent:
-        address = lines(logs, "agent.started")[0]["metrics"]
+    with capture_logs() as logs, running(node.agent(state_bind_address="127.0.0.1:0")) as agent:
+        started = lines(logs, "agent.started")[0]
+        address, state_address = started["metrics"], started["state"]
         base = f"http://{address}"
         wait_until(lambda: fetch(base + "/readyz")[0] == 200, what="ready")
         wait_until(lambda: sample(agent, "podpin_ready") == 1.0, what="the ready gauge (set after the pass)")
-        health, ready, (status, metrics), (_, state) = (
+        health, ready, (status, metrics), (_, state), (no_state, _) = (
             fetch(base + "/healthz"),
             fetch(base + "/readyz"),
             fetch(base + "/metrics"),
+            fetch(f"http://{state_address}/state"),
             fetch(base + "/state"),
         )
-        assert address == agent.metrics_address
+        assert (address, state_address, 404) == (agent.metrics_address, agent.state_address, no_state)
     document = json.loads(state)
     wanted = [
         "podpin_ready 1.0",

@@ -17,7 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agent.cpuset import CPUSet
-from tests.support.agentfixture import AgentNode, Spawned, fetch, lines, make_node, wait_until
+from tests.support.agentfixture import AgentNode, Spawned, fetch, lines, make_node, sample, wait_until
 from tests.support.podfactory import container, make_pod, resources
 
 
@@ -182,25 +182,28 @@ def test_rebuild_adopts_running_pods_before_admitting_new_ones(node: AgentNode) 
 
 
 def test_corrupt_checkpoint_is_moved_aside_and_rebuilt(node: AgentNode) -> None:
-    """A checkpoint that is not JSON is kept as .corrupt for inspection; the pods keep their CPUs."""
+    """A checkpoint that is not JSON is kept as .corrupt-<time> for inspection; the pods keep their CPUs."""
     web = gu("web")
     node.add_pod(web)
     node.run_once()
     path = node.state_dir / "podpin_state.json"
     path.write_text('{"version": 1, "da')
     with capture_logs() as logs:
-        node.run_once()
+        agent = node.run_once()
     corrupt = lines(logs, "state.corrupt")
+    moved = sorted(node.state_dir.glob("podpin_state.json.corrupt-*"))
     assert (
         '{"version": 1, "da',
-        [str(path) + ".corrupt"],
+        [str(moved[0])],
         "1,17",
         ["web"],
+        1.0,
     ) == (
-        (node.state_dir / "podpin_state.json.corrupt").read_text(),
+        moved[0].read_text(),
         [e["moved_to"] for e in corrupt],
         node.cpus(web, "app"),
         [node.checkpoint()["pods"][web["metadata"]["uid"]]["name"]],
+        sample(agent, "podpin_checkpoints_set_aside_total", reason="corrupt"),
     )
 
 

@@ -286,6 +286,7 @@ def test_contract_keys() -> None:
         "nrt",
         "podResourcesSocket",
         "nri",
+        "stateBindAddress",
     } == {entry.key for entry in CONFIG_KEYS}
 
 
@@ -385,3 +386,59 @@ class TestNRTKeys:
         with pytest.raises(ConfigError) as caught:
             cfg(**value)
         assert str(caught.value).startswith(message)
+
+
+class TestHostileFiles:
+    """Configuration files an attacker or a bad day writes: one clean ConfigError naming the file, never a traceback."""
+
+    @staticmethod
+    def _load(tmp_path: Path, content: bytes) -> str:
+        path = tmp_path / "config.yaml"
+        path.write_bytes(content)
+        with pytest.raises(ConfigError) as err:
+            load_config(path, env={})
+        return str(err.value).removeprefix(f"{path}: ")
+
+    def test_alias_bomb(self, tmp_path: Path) -> None:
+        """A billion-laughs value is refused at its first anchor.
+
+        Failed before the fix: the aliases expanded while the error message quoted the value (9**9 strings).
+        """
+        lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+        lines += [f"l{n}: &l{n} [{','.join([f'*l{n - 1}'] * 9)}]" for n in range(1, 9)]
+        text = "\n".join(lines).replace("l8: &l8", "nodeName: &l8") + "\n"
+        expected = "not valid YAML: line 1, column 5: YAML anchors are not accepted (&l0); write the value out"
+        assert expected == self._load(tmp_path, text.encode())
+
+    def test_mixed_type_unknown_keys(self, tmp_path: Path) -> None:
+        """Unknown keys of several YAML types are named, not sorted into a TypeError.
+
+        Failed before the fix: ``TypeError: '<' not supported between instances of 'str' and 'int'``.
+        """
+        message = self._load(tmp_path, b"1: a\nzzz: b\nnull: c\ntrue: d\n")
+        assert message.startswith("unknown configuration key 'zzz' (known keys: ")
+
+    @pytest.mark.parametrize(
+        ("content", "message"),
+        [
+            (b"systemReserved: {1: 2}\n", "systemReserved: 1 is not a resource name"),
+            (b"systemReserved: {cpu: 1}\nevictionHard: {1: a, b: c}\n", "evictionHard.b: unknown eviction signal"),
+            (b"systemReserved: {cpu: '" + b"1" * 4401 + b"'}\n", "systemReserved.cpu: invalid quantity '11111"),
+            (b"systemReserved: {cpu: 1}\nnodeName: [" + b"1," * 10_000 + b"1]\n", "nodeName: [1, 1, 1, 1, 1, 1, ...]"),
+            (b"\xff\xfe: 1\n", "not UTF-8 text (invalid start byte at byte 0)"),
+            (b"a: 1\n---\nb: 2\n", "not valid YAML: 2 YAML documents; expected one"),
+            (b"#" * (1 << 20) + b"\n", "larger than 1048576 bytes; not a configuration file"),
+        ],
+        ids=[
+            "int-resource-name",
+            "mixed-eviction-keys",
+            "4401-digit-cpu",
+            "long-value",
+            "not-utf8",
+            "two-docs",
+            "1MiB",
+        ],
+    )
+    def test_bad_files(self, tmp_path: Path, content: bytes, message: str) -> None:
+        """Each bad file is one line naming the key or the problem, with long values cut short."""
+        assert self._load(tmp_path, content).startswith(message)

@@ -98,3 +98,35 @@ def test_negative_rejected_for_resources() -> None:
 def test_exactness() -> None:
     """Decimal fractions are exact (0.1 CPU is 100 millicores, not 99.999)."""
     assert parse_quantity("0.1").value * 10 == 1
+
+
+_CUT = "'" + "1" * 29 + "..." + "1" * 30 + "'"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1" * 4401, f"invalid quantity {_CUT}: longer than 64 characters"),
+        ("1" * 65, f"invalid quantity {_CUT}: longer than 64 characters"),
+        (10**5000, "invalid quantity <an integer of 16610 bits>: more than 64 digits"),
+        (-(10**64), "invalid quantity <an integer of 213 bits>: more than 64 digits"),
+        ("1e101", "invalid quantity '1e101': exponent out of range"),
+        ("1e-2147483648", "invalid quantity '1e-2147483648': exponent out of range"),
+        ([10**5000], "invalid quantity [<an integer of 16610 bits>]: not a number or quantity string"),
+    ],
+    ids=["4401-digits", "65-chars", "huge-int", "huge-negative-int", "exponent", "int32-exponent", "list-of-huge-int"],
+)
+def test_bounded(text: object, message: str) -> None:
+    """Quantities beyond 64 characters, 64 digits or a 1e100 exponent are a clean QuantityError, quoted short.
+
+    Failed before the fix: a 4,401-digit quantity in a manifest raised Python's int-digits ValueError and
+    crash-looped the agent; a huge YAML integer did the same while the error message was built.
+    """
+    with pytest.raises(QuantityError) as err:
+        parse_quantity(text)
+    assert message == str(err.value)
+
+
+def test_longest_accepted() -> None:
+    """A 64-character quantity and a 64-digit integer are still read exactly."""
+    assert (10**63 * 1000, 10**63) == (cpu_millis("1" + "0" * 63), memory_bytes(10**63))

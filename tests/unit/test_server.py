@@ -1,4 +1,5 @@
-"""The HTTP endpoints over 127.0.0.1: metrics formats, probes, state, errors, HEAD, quiet logging, prompt stop."""
+"""The HTTP endpoints over 127.0.0.1: metrics formats, probes, state on its own listener, errors, HEAD, quiet
+logging, prompt stop."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agent.metrics import AgentMetrics
-from agent.server import AgentServer, BindError, split_address
+from agent.server import AgentServer, BindError, StateServer, split_address
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy from the environment
 
@@ -54,23 +55,21 @@ class Running:
     probes: Probes
     metrics: AgentMetrics
     server: AgentServer
+    state_base: str
 
 
 @pytest.fixture
 def running() -> Iterator[Running]:
-    """A server on a free loopback port with changeable probes and a fresh registry; stopped afterwards."""
+    """Both servers on free loopback ports, with changeable probes and a fresh registry; stopped afterwards."""
     probes = Probes()
     metrics = AgentMetrics(lambda: None)
-    server = AgentServer(
-        "127.0.0.1:0",
-        metrics.registry,
-        health=probes.health_check,
-        ready=probes.ready_check,
-        state=probes.state_document,
-    )
+    server = AgentServer("127.0.0.1:0", metrics.registry, health=probes.health_check, ready=probes.ready_check)
+    state = StateServer("127.0.0.1:0", probes.state_document)
     host, port = server.start()
-    yield Running(f"http://{host}:{port}", port, probes, metrics, server)
+    state_host, state_port = state.start()
+    yield Running(f"http://{host}:{port}", port, probes, metrics, server, f"http://{state_host}:{state_port}")
     server.stop()
+    state.stop()
 
 
 def fetch(url: str, *, method: str = "GET", headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -102,8 +101,8 @@ class TestMetrics:
 
     def test_head_has_headers_and_no_body(self, running: Running) -> None:
         """HEAD /state answers with the GET's status, type and length, and no body."""
-        _, _, get_body = fetch(running.base + "/state")
-        status, headers, body = fetch(running.base + "/state", method="HEAD")
+        _, _, get_body = fetch(running.state_base + "/state")
+        status, headers, body = fetch(running.state_base + "/state", method="HEAD")
         assert (200, "application/json", str(len(get_body)), b"") == (
             status,
             headers["Content-Type"],
@@ -145,21 +144,32 @@ class TestProbes:
 class TestState:
     def test_state_is_json(self, running: Running) -> None:
         """/state serves the state callable's document as JSON."""
-        status, headers, body = fetch(running.base + "/state")
+        status, headers, body = fetch(running.state_base + "/state")
         assert (200, "application/json", running.probes.state) == (status, headers["Content-Type"], json.loads(body))
 
     def test_unserialisable_state_is_a_500(self, running: Running) -> None:
         """A state callable that fails answers 500 with the error."""
         running.probes.fail = "state"
         expected = (500, b"/state: TypeError: Object of type CPUSet is not JSON serializable\n")
-        assert expected == fetch(running.base + "/state")[::2]
+        assert expected == fetch(running.state_base + "/state")[::2]
 
 
 class TestOtherRequests:
     def test_unknown_path_is_404(self, running: Running) -> None:
         """Any other path is 404, listing the paths served."""
-        expected = (404, b"/debug/pprof not found; this server answers /metrics, /healthz, /readyz, /state\n")
+        expected = (404, b"/debug/pprof not found; this server answers /metrics, /healthz, /readyz\n")
         assert expected == fetch(running.base + "/debug/pprof")[::2]
+
+    def test_state_is_not_on_the_metrics_listener(self, running: Running) -> None:
+        """/state is 404 on metricsBindAddress (it names every pod on the node); its listener has only /state.
+
+        Failed before the fix: /state was served on the metrics address (0.0.0.0 by default) to anyone.
+        """
+        expected = (
+            (404, b"/state not found; this server answers /metrics, /healthz, /readyz\n"),
+            (404, b"/metrics not found; this server answers /state\n"),
+        )
+        assert expected == (fetch(running.base + "/state")[::2], fetch(running.state_base + "/metrics")[::2])
 
     def test_post_is_405(self, running: Running) -> None:
         """Only GET and HEAD are allowed."""
@@ -178,7 +188,7 @@ class TestOtherRequests:
         assert ([("debug", "GET", "/healthz", 200), ("debug", "GET", "/nope", 404)], "") == (requests, captured.err)
 
     def test_idle_client_does_not_block_probes(self, running: Running) -> None:
-        """A client that connects and sends nothing holds its own thread only."""
+        """A client that connects and sends nothing does not delay a probe."""
         with socket.create_connection(("127.0.0.1", running.port), timeout=5):
             assert 200 == fetch(running.base + "/healthz")[0]
 
@@ -191,7 +201,6 @@ class TestLifecycle:
             AgentMetrics(lambda: None).registry,
             health=lambda: (True, ""),
             ready=lambda: (True, ""),
-            state=dict,
         )
         host, port = server.start()
         idle = socket.create_connection((host, port), timeout=5)
@@ -212,7 +221,6 @@ class TestLifecycle:
             AgentMetrics(lambda: None).registry,
             health=lambda: (True, ""),
             ready=lambda: (True, ""),
-            state=dict,
         )
         server.stop()
         host, port = server.start()
@@ -237,7 +245,6 @@ class TestLifecycle:
             AgentMetrics(lambda: None).registry,
             health=lambda: (True, ""),
             ready=lambda: (True, ""),
-            state=dict,
         )
         with pytest.raises(BindError) as err:
             other.start()
@@ -290,6 +297,5 @@ class TestSplitAddress:
                 AgentMetrics(lambda: None).registry,
                 health=lambda: (True, ""),
                 ready=lambda: (True, ""),
-                state=dict,
             )
         assert "metricsBindAddress: 'nope' is not HOST:PORT" == str(err.value)

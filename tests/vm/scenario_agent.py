@@ -124,6 +124,7 @@ class AgentScenario:
         self.node = AgentNode(self.tree, BASE)
         self.config = BASE / "config.yaml"
         self.port = 0
+        self.state_port = 0
         self.agent: Background | None = None
 
     def argv(self, *extra: str) -> list[str]:
@@ -162,8 +163,10 @@ class AgentScenario:
         out["checkpoint_written"] = self.node.checkpoint.is_file()
 
     def start(self, out: dict[str, Any]) -> None:
-        self.port = free_port()
-        argv = self.argv("--metrics-bind-address", f"127.0.0.1:{self.port}")
+        self.port, self.state_port = free_port(), free_port()
+        argv = self.argv(
+            "--metrics-bind-address", f"127.0.0.1:{self.port}", "--state-bind-address", f"127.0.0.1:{self.state_port}"
+        )
         self.agent = Background(argv, log_path=self.sc.workdir / "agent.log")
         started = time.monotonic()
         pid = self.agent.start()
@@ -283,7 +286,7 @@ class AgentScenario:
         status, body = http_get(f"http://127.0.0.1:{self.port}/metrics")
         out["status"] = status
         out["samples"] = metric_samples(body, METRICS)
-        status, body = http_get(f"http://127.0.0.1:{self.port}/state")
+        status, body = http_get(f"http://127.0.0.1:{self.state_port}/state")
         out["state_status"] = status
         document = json.loads(body) if status == 200 else {}
         out["state_pods"] = sorted(document.get("state", {}).get("pods", {}))

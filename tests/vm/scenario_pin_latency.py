@@ -146,16 +146,16 @@ def run_mode(sc: Scenario, mode: str, args: argparse.Namespace, out: dict[str, A
         for spec in pods:
             node.write_manifest(spec)
             node.add_pod_cgroup(spec, pause=False)
-        port = free_port()
+        port, state_port = free_port(), free_port()
         argv = podpin("run", "--config", str(config), "--pods-dir", str(node.pods_dir))
-        argv += ["--metrics-bind-address", f"127.0.0.1:{port}"]
+        argv += ["--metrics-bind-address", f"127.0.0.1:{port}", "--state-bind-address", f"127.0.0.1:{state_port}"]
         agent = Background(unprivileged(argv), log_path=sc.workdir / f"agent-{mode}.log")
         agent.start()
         out["watcher"] = started_line(agent, timeout=START_TIMEOUT).get("watcher")
         out["ready_after_s"] = wait_ready(
             port, timeout=START_TIMEOUT, running=lambda: agent is not None and agent.running
         )
-        plan = _plan(port)
+        plan = _plan(state_port)
         order = [
             (spec, c.name)
             for i in range(max(len(s.containers) for s in pods))
@@ -201,7 +201,7 @@ def run_mode(sc: Scenario, mode: str, args: argparse.Namespace, out: dict[str, A
 
 
 def _plan(port: int) -> dict[tuple[str, str], str]:
-    """(pod uid, container) -> CPUs, from the agent's ``/state`` plan."""
+    """(pod uid, container) -> CPUs, from the agent's ``/state`` plan (served on ``--state-bind-address``)."""
     status, body = http_get(f"http://127.0.0.1:{port}/state")
     if status != 200:
         raise RuntimeError(f"/state answered {status}: {body[:500]}")

@@ -16,6 +16,11 @@ Checkpoint format, version 1::
 
 A parsed document still has to be checked against the machine with
 :func:`agent.alloc.state.node.validate_node_state` before it is adopted.
+
+The document may come from a damaged or hostile file, so reading it never
+recurses into it (its nesting is checked first, without recursion) and error
+messages quote values through :func:`agent.shortrepr.short_repr`: the only
+error that leaves :func:`state_from_checkpoint` is :class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -31,10 +36,14 @@ from agent.alloc.errors import CheckpointError
 from agent.alloc.memorymanager import Block, MemoryState, MemoryTable, NUMAMemory
 from agent.alloc.state.node import NodeState, PodRecord
 from agent.cpuset import CPUSet, CPUSetError
+from agent.safeparse import DocumentError, check_depth
+from agent.shortrepr import short_repr
 
 __all__ = ["CHECKPOINT_VERSION", "state_from_checkpoint", "state_to_checkpoint"]
 
 CHECKPOINT_VERSION = 1
+#: A checkpoint nests 7 deep (``data.memory.machineState.<node>.memoryMap.<name>.total``).
+_MAX_DEPTH = 16
 
 
 def _canonical(data: Any) -> str:
@@ -108,19 +117,19 @@ class _Reader:
     @staticmethod
     def obj(value: Any, path: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping):
-            raise CheckpointError(f"{path}: expected an object, got {json.dumps(value)[:80]}")
+            raise CheckpointError(f"{path}: expected an object, got {short_repr(value, 80)}")
         return value
 
     @staticmethod
     def int_(value: Any, path: str) -> int:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise CheckpointError(f"{path}: expected a non-negative integer, got {json.dumps(value)[:80]}")
+            raise CheckpointError(f"{path}: expected a non-negative integer, got {short_repr(value, 80)}")
         return value
 
     @staticmethod
     def cpus(value: Any, path: str) -> CPUSet:
         if not isinstance(value, str):
-            raise CheckpointError(f"{path}: expected a cpulist string, got {json.dumps(value)[:80]}")
+            raise CheckpointError(f"{path}: expected a cpulist string, got {short_repr(value, 80)}")
         try:
             return CPUSet.parse(value)
         except CPUSetError as err:
@@ -149,7 +158,7 @@ def _memory_from_json(value: Any) -> MemoryState:
     machine: dict[int, NUMAMemory] = {}
     for key, raw in r.obj(data.get("machineState"), "data.memory.machineState").items():
         path = f"data.memory.machineState.{key}"
-        if not str(key).isdigit():
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 10):
             raise CheckpointError(f"{path}: NUMA node ids must be integers")
         node = r.obj(raw, path)
         cells = node.get("cells")
@@ -189,18 +198,22 @@ def state_from_checkpoint(document: Any) -> NodeState:
     Raises:
         CheckpointError: unknown version, checksum mismatch, or a malformed field (named by its path).
     """
+    try:
+        check_depth(document, _MAX_DEPTH)
+    except DocumentError as err:
+        raise CheckpointError(f"checkpoint: {err}") from None
     r = _Reader
     doc = r.obj(document, "checkpoint")
     version = doc.get("version")
     if version != CHECKPOINT_VERSION:
         raise CheckpointError(
-            f"unsupported checkpoint version {json.dumps(version)} (this podpin reads version {CHECKPOINT_VERSION})"
+            f"unsupported checkpoint version {short_repr(version)} (this podpin reads version {CHECKPOINT_VERSION})"
         )
     data = r.obj(doc.get("data"), "data")
     checksum = "sha256:" + hashlib.sha256(_canonical(data).encode()).hexdigest()
     if doc.get("checksum") != checksum:
         raise CheckpointError(
-            f"checksum mismatch: the file says {doc.get('checksum')!r}, its data hashes to {checksum!r}"
+            f"checksum mismatch: the file says {short_repr(doc.get('checksum'), 80)}, its data hashes to {checksum!r}"
         )
     cpus = r.obj(data.get("cpus"), "data.cpus")
     state_cpu = CPUState(

@@ -93,7 +93,7 @@ class TestScan:
         source = DirSource(tmp_path, NODE, on_error=seen.append)
         with capture_logs() as logs:
             first, second = source.scan(), source.scan()
-        problem = "cannot parse: line 2, column 6: mapping values are not allowed here"
+        problem = "cannot parse: line 2, column 6: mapping values are not allowed in this context"
         expected_log = {
             "event": "source.manifest_error",
             "log_level": "warning",
@@ -221,8 +221,8 @@ class TestParseManifest:
                 "a.yaml",
                 b"kind: Pod\nmetadata: {name: [x\n",
                 (
-                    "a.yaml: cannot parse: line 3, column 1: expected ',' or ']', "
-                    "but got '<stream end>' (while parsing a flow sequence)"
+                    "a.yaml: cannot parse: line 3, column 1: did not find expected ',' or ']' "
+                    "(while parsing a flow sequence)"
                 ),
             ),
             ("b.json", b'{"kind": ', "b.json: cannot parse: Expecting value: line 1 column 10 (char 9)"),
