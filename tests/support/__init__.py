@@ -1,0 +1,1 @@
+"""Shared test helpers: emulators, builders, factories (import as ``tests.support.x``)."""
