@@ -29,7 +29,7 @@ from agent.cli import build_parser
 from agent.config import CONFIG_KEYS, config_from_mapping
 from agent.quantity import cpu_millis, memory_bytes
 from tests.support.discovery_server import discovery_server, kubeconfig_for
-from tests.support.k8s_tools import CHART, REPO, checkov, helm_template, kubectl
+from tests.support.k8s_tools import CHART, REPO, checkov, helm_template, kubectl, supported_versions
 
 DEPLOY = REPO / "deploy"
 DAEMONSET = DEPLOY / "daemonset.yaml"
@@ -39,14 +39,7 @@ DASHBOARD = CHART / "dashboards" / "podpin.json"
 MANIFESTS = (DAEMONSET, SERVICEMONITOR, DASHBOARD_CONFIGMAP)
 MANIFESTS_VALUES = CHART / "ci" / "manifests-values.yaml"
 VALUES = CHART / "values.yaml"
-MINIMUM_KUBERNETES = (1, 34)
 REQUIRED_KUBERNETES = ("1.34", "1.35", "1.36")
-
-
-def supported_versions() -> list[str]:
-    """Every Kubernetes minor from the minimum on that kubernetes-validate ships schemas for ("1.34", ...)."""
-    minors = {tuple(int(part) for part in v.split(".")[:2]) for v in kubernetes_validate.utils.all_versions()}
-    return [f"{major}.{minor}" for major, minor in sorted(minors) if (major, minor) >= MINIMUM_KUBERNETES]
 
 
 CONFIG_DEFAULTS = {

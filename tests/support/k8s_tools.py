@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate  # type: ignore[import-untyped]
 import yaml
 
 __all__ = [
@@ -27,12 +28,15 @@ __all__ = [
     "kubectl",
     "rendered_objects",
     "run_helm",
+    "supported_versions",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "podpin"
 _TOOLS = Path(sys.prefix) / "tools"
 _INSTALL = "run scripts/test once (it installs the test tools)"
+#: Pod-level resources (.spec.resources) are beta and on by default from 1.34: the oldest minor podpin supports.
+MINIMUM_KUBERNETES = (1, 34)
 
 
 def _tool(env: str, default: Path) -> Path:
@@ -86,3 +90,9 @@ def helm_template(
 def rendered_objects(text: str) -> list[dict[str, Any]]:
     """The non-empty YAML documents of rendered manifests."""
     return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def supported_versions() -> list[str]:
+    """Every Kubernetes minor from the minimum on that kubernetes-validate ships schemas for ("1.34", ...)."""
+    minors = {tuple(int(part) for part in v.split(".")[:2]) for v in kubernetes_validate.utils.all_versions()}
+    return [f"{major}.{minor}" for major, minor in sorted(minors) if (major, minor) >= MINIMUM_KUBERNETES]
