@@ -25,6 +25,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1
 
 FROM base AS build
+# PIP_INDEX_URL: a package index to build from instead of PyPI (a mirror; tests/deploy/test_image.py serves one on
+# the loopback). Unset by default: it is only an environment variable of this stage, never of the image.
+ARG PIP_INDEX_URL
 WORKDIR /src
 # .dockerignore lets only pyproject.toml, README.md, LICENSE and agent/ into the context.
 COPY . .
