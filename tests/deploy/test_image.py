@@ -43,6 +43,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from agentfixture import AgentNode, make_node
+from podfactory import make_pod
 
 from agent import __version__
 from tests.support.k8s_tools import REPO
@@ -254,6 +256,62 @@ def test_carries_only_what_the_agent_runs(podman: Podman) -> None:
     system = podman.run("--entrypoint", "/usr/bin/python3", IMAGE_TAG, "-c", probe, user=_daemonset_user())
     expected = (0, "/opt/podpin [] ['apt-get'] []\n", "/usr [] ['apt-get'] []\n")
     assert expected == (run.returncode, run.stdout, system.stdout)
+
+
+def _node_with_pods(base: Path) -> AgentNode:
+    """A fixture node (sysfs, systemd-driver cgroup tree, pods dir) with a pod-level pod and a classic one."""
+    base.mkdir()
+    node = make_node(base)
+    node.add_pod(
+        make_pod(
+            "db",
+            containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
+            pod_resources=("5", "5", "2Gi", "2Gi"),
+            states={"db": "running", "proxy": "running"},
+            creation_timestamp="2026-01-01T00:00:01Z",
+        )
+    )
+    node.add_pod(
+        make_pod(
+            "trader",
+            containers=[("engine", "2", "2", "1Gi", "1Gi")],
+            states={"engine": "running"},
+            creation_timestamp="2026-01-01T00:00:02Z",
+        )
+    )
+    return node
+
+
+def _tree_files(node: AgentNode) -> dict[str, str]:
+    """Every file of the node's cgroup tree, by path relative to its root."""
+    root = node.tree.root
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_run_once_writes_what_the_agent_outside_writes(podman: Podman, tmp_path: Path) -> None:
+    """`podpin run --once` in the image (read-only root, the DaemonSet's user, the node's directories mounted at
+    the same paths) writes the same cgroup files as the same command outside the image, and its checkpoint."""
+    outside, inside = _node_with_pods(tmp_path / "outside"), _node_with_pods(tmp_path / "inside")
+    before = _tree_files(inside)
+    host = inside.cli_args("--once")[1:]
+    run_outside = outside.cli("--once")
+    run_inside = podman.run("--volume", f"{inside.base}:{inside.base}", IMAGE_TAG, *host, user=_daemonset_user())
+    expected = (0, 0, True, _tree_files(outside), True)
+    actual = (
+        run_outside.returncode,
+        run_inside.returncode,
+        before != _tree_files(inside),
+        _tree_files(inside),
+        (inside.state_dir / "podpin_state.json").is_file(),
+    )
+    assert expected == actual, run_inside.stderr[-2000:]
+
+
+def test_pyudev_finds_libudev(podman: Podman) -> None:
+    """pyudev, which the agent uses for device events, loads libudev in the image."""
+    probe = "import pyudev; print(type(pyudev.Context()).__name__)"
+    run = podman.run("--entrypoint", "python3", IMAGE_TAG, "-c", probe, user=_daemonset_user())
+    assert (0, "Context\n") == (run.returncode, run.stdout)
 
 
 def test_default_command_is_the_agent(podman: Podman) -> None:
