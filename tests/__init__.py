@@ -1,1 +1,1 @@
-"""podpin tests."""
+"""podpin's tests: unit tests mirroring agent/, agent-level, deploy and real-kernel VM tests (see README.md)."""

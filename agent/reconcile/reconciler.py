@@ -1,4 +1,4 @@
-"""The reconciler: pods in, cgroup values out, one pass at a time (DESIGN §2, §4).
+"""The reconciler: pods in, cgroup values out, one pass at a time (``docs/design.md``, "Data flow").
 
 Each pass does, in order:
 
@@ -30,18 +30,17 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc.adopt import Observed
-from agent.alloc.plan import Plan
-from agent.alloc.planner import Decision, Planner, PlannerError
+from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, Pool
 from agent.cgroups.errors import CgroupError
-from agent.cpuset import CPUSet
 from agent.cgroups.fs import ApplyReport, CgroupFS
-from agent.cgroups.layout import CgroupLayout, QOSClass, ScannedContainer, ScannedPod, ensure_inside, scan
+from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
 from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
+from agent.cpuset import CPUSet
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
-from agent.pods.model import PodView
 from agent.metrics import Snapshot
+from agent.pods import ContainerKind, QOSClass
+from agent.pods.model import PodView
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import Reporter
 from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id
@@ -172,7 +171,7 @@ class Reconciler:
         if self.blocked is not None and not policy.pinning:
             full = True  # nothing was written while the kubelet pinned: write everything now
         self.blocked = policy.reason if policy.pinning else None
-        usage: dict[tuple[str, str, str], float] = {}
+        usage: dict[tuple[Pool, str, str], float] = {}
         if not policy.pinning:
             usage = self._apply(plan, full)
         self._dirty.clear()
@@ -299,7 +298,7 @@ class Reconciler:
             except (CgroupError, OSError) as err:
                 self.log.error("cgroup.scan_failed", error=str(err))
                 live = []
-            return plan_targets(plan, live, self.layout, self._qos_levels()), live
+            return plan_targets(plan, live, self._qos_levels()), live
         targets: list[Target] = []
         live = []
         for pod in plan.pods:
@@ -311,13 +310,13 @@ class Reconciler:
             if scanned is None:
                 continue
             live.append(scanned)
-            found = pod_targets(pod, scanned, self.layout)
+            found = pod_targets(pod, scanned)
             if not dirty and new is not None:
                 found = [t for t in found if t.level == "pod" or t.path in new]
             targets.extend(found)
         return targets, live
 
-    def _apply(self, plan: Plan, full: bool) -> dict[tuple[str, str, str], float]:
+    def _apply(self, plan: Plan, full: bool) -> dict[tuple[Pool, str, str], float]:
         targets, live = self._targets(plan, full)
         desired = {t.path: t.values for t in targets}
         if self.dry_run:
@@ -411,14 +410,14 @@ class Reconciler:
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
             del self._pending[path]
         for pod in plan.pods:
-            pinned = [c for c in pod.containers if c.pool != "node-shared" and c.kind != "init"]
+            pinned = [c for c in pod.containers if c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT]
             if pinned and done_pods.get(pod.uid) and all(c.container_id for c in pinned) and not self.dry_run:
                 self.reporter.pinned(pod)
 
-    def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[str, str, str], float]:
+    def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[Pool, str, str], float]:
         """CPU seconds per (pool, namespace, pod) from the containers' ``cpu.stat``."""
         by_uid = {pod.cgroup_key: pod for pod in plan.pods}
-        usage: dict[tuple[str, str, str], float] = {}
+        usage: dict[tuple[Pool, str, str], float] = {}
         for scanned in live:
             pod = by_uid.get(scanned.uid)
             if pod is None:

@@ -20,10 +20,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.alloc.plan import DesiredValues, Plan, PodPlan
-from agent.cgroups.fs import CgroupValues
-from agent.cgroups.layout import CgroupLayout, ContainerID, QOSClass, ScannedPod
+from agent.alloc import DesiredValues, Plan, PodPlan
 from agent.cgroups.errors import CgroupPathError
+from agent.cgroups.fs import CgroupValues
+from agent.cgroups.layout import ContainerID, ScannedPod
+from agent.pods import QOSClass
 
 __all__ = ["Target", "plan_targets", "pod_targets", "runtime_id", "values_of"]
 
@@ -55,7 +56,7 @@ def runtime_id(container_id: str | None) -> str | None:
         return None
 
 
-def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout) -> list[Target]:
+def pod_targets(pod: PodPlan, live: ScannedPod) -> list[Target]:
     """Targets of one pod whose cgroup exists: the pod, its known containers, its unidentified children."""
     targets: list[Target] = []
     if not pod.desired.is_empty():
@@ -93,15 +94,12 @@ def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout) -> list[Ta
     return targets
 
 
-def plan_targets(
-    plan: Plan, live: Iterable[ScannedPod], layout: CgroupLayout, qos_levels: Mapping[str, Path]
-) -> list[Target]:
+def plan_targets(plan: Plan, live: Iterable[ScannedPod], qos_levels: Mapping[str, Path]) -> list[Target]:
     """Every target of the plan over the live tree.
 
     Args:
         plan: the planner's plan.
         live: the pods found by ``scan(layout)``.
-        layout: the node's layout.
         qos_levels: existing QoS level directories to confine ({"burstable": path, "besteffort": path}).
     """
     targets = [
@@ -113,5 +111,5 @@ def plan_targets(
     for scanned in live:
         pod = by_uid.get(scanned.uid)
         if pod is not None:
-            targets.extend(pod_targets(pod, scanned, layout))
+            targets.extend(pod_targets(pod, scanned))
     return targets

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
 VENV = "/opt/podpin"

@@ -47,7 +47,7 @@ from agentfixture import AgentNode, make_node
 from podfactory import make_pod
 
 from agent import __version__
-from tests.support.k8s_tools import REPO
+from tests.support.paths import REPO
 
 IMAGE_DIR = Path(os.environ.get("PODPIN_IMAGE_DIR", "/tmp/podpin-image"))
 BASE_TAG = "localhost/podpin-base:bookworm"

@@ -29,7 +29,8 @@ from agent.cli import build_parser
 from agent.config import CONFIG_KEYS, config_from_mapping
 from agent.quantity import cpu_millis, memory_bytes
 from tests.support.discovery_server import discovery_server, kubeconfig_for
-from tests.support.k8s_tools import CHART, REPO, checkov, helm_template, kubectl, supported_versions
+from tests.support.k8s_tools import CHART, checkov, helm_template, kubectl, supported_versions
+from tests.support.paths import REPO
 
 DEPLOY = REPO / "deploy"
 DAEMONSET = DEPLOY / "daemonset.yaml"
@@ -42,12 +43,8 @@ VALUES = CHART / "values.yaml"
 REQUIRED_KUBERNETES = ("1.34", "1.35", "1.36")
 
 
-CONFIG_DEFAULTS = {
-    "cgroupRoot": "/sys/fs/cgroup",
-    "stateDir": "/var/lib/podpin",
-    "kubeletCPUManagerStatePath": "/var/lib/kubelet/cpu_manager_state",
-    "metricsBindAddress": "0.0.0.0:9363",
-}
+#: Every key the agent reads, with its default as the file would spell it (the agent's own table).
+CONFIG_DEFAULTS: dict[str, object] = {key.key: key.default for key in CONFIG_KEYS}
 
 # Metric name -> its labels; histograms are exposed as NAME_bucket/_sum/_count. From the config contract.
 METRICS: dict[str, frozenset[str]] = {
@@ -209,7 +206,7 @@ def _mounts() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
 
 
 def _effective_config(key: str) -> str:
-    """The value the agent uses for ``key``: the ConfigMap's, else the contract default."""
+    """The value the agent uses for ``key``: the ConfigMap's, else the agent's default."""
     return str(load_agent_config(_config_text()).get(key, CONFIG_DEFAULTS[key]))
 
 
@@ -217,7 +214,7 @@ def _uncomment_examples(text: str) -> str:
     """The config text with its commented-out settings (``#key:``, ``#  nested``) switched on, prose dropped."""
     lines = []
     for line in text.splitlines():
-        if line.startswith("#") and not line.startswith("# ") or line.startswith("#  "):
+        if (line.startswith("#") and not line.startswith("# ")) or line.startswith("#  "):
             lines.append(line[1:])
         elif not line.startswith("#"):
             lines.append(line)
@@ -522,13 +519,13 @@ class TestAgentConfig:
     def test_every_config_key_is_documented(self) -> None:
         """Each key the agent reads is explained in a comment of the chart's config values (or set by the chart)."""
         comments = "\n".join(line for line in _values_config_block().splitlines() if line.startswith("#"))
-        assert [] == [key for key in CONFIG_KEYS if not re.search(rf"\b{key}\b", comments)]
+        assert [] == [key for key in CONFIG_DEFAULTS if not re.search(rf"\b{key}\b", comments)]
 
     def test_commented_examples_are_valid(self) -> None:
         """Switching on every commented-out example gives a config the agent loads, with every key but the chart's."""
         config = load_agent_config(_uncomment_examples(_values_config_block()))
         chart_set = {"nodeName", "kubeletCPUManagerStatePath"}
-        assert [] == [key for key in CONFIG_KEYS if key not in config and key not in chart_set]
+        assert [] == [key for key in CONFIG_DEFAULTS if key not in config and key not in chart_set]
 
     def test_unknown_key_is_rejected(self) -> None:
         """The config check names a key the agent does not know."""

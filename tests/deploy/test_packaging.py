@@ -15,7 +15,7 @@ import sys
 import tomllib
 
 from agent import __version__
-from tests.support.k8s_tools import REPO
+from tests.support.paths import REPO
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 

@@ -1,1 +1,2 @@
-"""Shared test helpers: emulators, builders, factories (import as ``tests.support.x``)."""
+"""Shared test helpers: API server emulator, fixture tree builders, pod factories, machines, strategies, vectors,
+Kubernetes tools (helm, kubectl) and the discovery server they talk to."""

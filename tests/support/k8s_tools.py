@@ -19,9 +19,10 @@ from typing import Any
 import kubernetes_validate  # type: ignore[import-untyped]
 import yaml
 
+from tests.support.paths import REPO
+
 __all__ = [
     "CHART",
-    "REPO",
     "checkov",
     "helm",
     "helm_template",
@@ -31,7 +32,6 @@ __all__ = [
     "supported_versions",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "podpin"
 _TOOLS = Path(sys.prefix) / "tools"
 _INSTALL = "run scripts/test once (it installs the test tools)"

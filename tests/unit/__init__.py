@@ -1,0 +1,1 @@
+"""Unit tests of pure code, one directory per package of ``agent/``."""
