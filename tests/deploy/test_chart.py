@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from agent import __version__
+from agent.alloc import TopologyManagerPolicy, TopologyManagerScope
 from agent.config import config_from_mapping
 from tests.support.k8s_tools import CHART, checkov, helm_template, rendered_objects, run_helm, supported_versions
 
@@ -114,7 +115,8 @@ class TestChart:
         assert expected == actual
 
     def test_node_selection(self, tmp_path: Path) -> None:
-        """nodeSelector (merged with the opt-in default, as helm merges maps), affinity and tolerations from the values."""
+        """nodeSelector (merged with the opt-in default, as helm merges maps), affinity and tolerations from the
+        values."""
         affinity = {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -144,10 +146,15 @@ class TestChart:
         objects = _render(tmp_path, files=(NRI_VALUES,))
         config = _config(objects)
         loaded = config_from_mapping(config, env={"NODE_NAME": "node-1"})
-        expected = ("single-numa-node", "container", "/var/lib/kubelet/cpu_manager_state", False)
+        expected = (
+            TopologyManagerPolicy.SINGLE_NUMA_NODE,
+            TopologyManagerScope.CONTAINER,
+            "/var/lib/kubelet/cpu_manager_state",
+            False,
+        )
         actual = (
-            loaded.topology_manager_policy,
-            loaded.topology_manager_scope,
+            loaded.planner.topology_manager_policy,
+            loaded.planner.topology_manager_scope,
             str(loaded.kubelet_cpu_manager_state_path),
             "kubeletCPUManagerStatePath" in config,
         )

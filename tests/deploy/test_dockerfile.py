@@ -213,12 +213,17 @@ def test_final_stage_copies_only_the_virtualenv() -> None:
     copies = [(i.flags, i.rest) for i in final.instructions if i.keyword == "COPY"]
     env = [i.rest for i in final.instructions if i.keyword == "ENV"]
     installs = [run.rest for run in _runs(final) if "pip install" in run.rest or "pip wheel" in run.rest]
-    expected = ([((f"--from={builder.name}",), f"{VENV} {VENV}")], [f"PATH={VENV}/bin:$PATH"], [])
+    expected: tuple[list[tuple[tuple[str, ...], str]], list[str], list[str]] = (
+        [((f"--from={builder.name}",), f"{VENV} {VENV}")],
+        [f"PATH={VENV}/bin:$PATH"],
+        [],
+    )
     assert expected == (copies, env, installs)
 
 
 def test_no_build_tools_in_final_stage() -> None:
-    """The final stage builds nothing, installs at most libudev1, and removes the base's own pip, setuptools and wheel."""
+    """The final stage builds nothing, installs at most libudev1, and removes the base's own pip, setuptools and
+    wheel."""
     commands = [cmd.strip(" ;") for run in _runs(_final()) for cmd in re.split(r"&&|;|\bthen\b", run.rest)]
     apt = [
         word.split("=")[0]

@@ -43,11 +43,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agentfixture import AgentNode, make_node
-from podfactory import make_pod
 
 from agent import __version__
+from tests.support.agentfixture import AgentNode, make_node
 from tests.support.paths import REPO
+from tests.support.podfactory import container, make_pod, resources
 
 IMAGE_DIR = Path(os.environ.get("PODPIN_IMAGE_DIR", "/tmp/podpin-image"))
 BASE_TAG = "localhost/podpin-base:bookworm"
@@ -116,7 +116,8 @@ class Podman:
 
 
 def _simple_index(wheelhouse: Path, root: Path) -> None:
-    """Write a PEP 503 "simple" index of the wheels in ``wheelhouse`` under ``root/simple`` (links to ``root/wheels``)."""
+    """Write a PEP 503 "simple" index of the wheels in ``wheelhouse`` under ``root/simple`` (it links to
+    ``root/wheels``)."""
     (root / "wheels").symlink_to(wheelhouse)
     projects: dict[str, list[str]] = {}
     for wheel in sorted(wheelhouse.glob("*.whl")):
@@ -145,7 +146,7 @@ def _serve(root: Path) -> Iterator[str]:
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         """Quiet: the build log names what pip fetched."""
 
 
@@ -265,8 +266,8 @@ def _node_with_pods(base: Path) -> AgentNode:
     node.add_pod(
         make_pod(
             "db",
-            containers=[("db", "4", "4", "1Gi", "1Gi"), ("proxy", "100m", "100m", "64Mi", "64Mi")],
-            pod_resources=("5", "5", "2Gi", "2Gi"),
+            containers=[container("db", cpu="4", memory="1Gi"), container("proxy", cpu="100m", memory="64Mi")],
+            pod_resources=resources(cpu="5", memory="2Gi"),
             states={"db": "running", "proxy": "running"},
             creation_timestamp="2026-01-01T00:00:01Z",
         )
@@ -274,7 +275,7 @@ def _node_with_pods(base: Path) -> AgentNode:
     node.add_pod(
         make_pod(
             "trader",
-            containers=[("engine", "2", "2", "1Gi", "1Gi")],
+            containers=[container("engine", cpu="2", memory="1Gi")],
             states={"engine": "running"},
             creation_timestamp="2026-01-01T00:00:02Z",
         )

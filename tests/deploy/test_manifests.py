@@ -1,7 +1,7 @@
 """deploy/: the plain manifests generated from the Helm chart, checked against the agent and the clusters they target.
 
 ``deploy/daemonset.yaml``, ``servicemonitor.yaml`` and ``grafana-dashboard.yaml`` are ``helm template`` output of
-``deploy/helm/podpin`` (``scripts/render-manifests``); a test renders the chart again and asserts the files equal it,
+``deploy/helm/podpin`` (``scripts/render_manifests.py``); a test renders the chart again and asserts the files equal it,
 so every check here is a check of the chart's default install too. The agent's side of the contract (config keys,
 ``podpin run`` flags) is read from the agent's own code. Kubernetes versions: pod-level resources (``.spec.resources``)
 are beta and on by default from 1.34, so 1.34 is the minimum supported version; every minor from it that
@@ -46,7 +46,8 @@ REQUIRED_KUBERNETES = ("1.34", "1.35", "1.36")
 #: Every key the agent reads, with its default as the file would spell it (the agent's own table).
 CONFIG_DEFAULTS: dict[str, object] = {key.key: key.default for key in CONFIG_KEYS}
 
-# Metric name -> its labels; histograms are exposed as NAME_bucket/_sum/_count. From the config contract.
+# Metric name -> its labels, as agent/metrics.py exposes them (docs/design.md, "Observability"); histograms are
+# exposed as NAME_bucket/_sum/_count.
 METRICS: dict[str, frozenset[str]] = {
     "podpin_pinning_requests_total": frozenset(),
     "podpin_pinning_errors_total": frozenset(),
@@ -89,12 +90,13 @@ def load_agent_config(text: str) -> dict[str, Any]:
 
 def podpin_run_flags() -> dict[str, bool]:
     """The ``podpin run`` flags from the agent's own parser, flag -> takes a value."""
-    parser = build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    # argparse has no public way to list a parser's options or sub-commands: its private fields are the only source.
+    actions = build_parser()._actions  # noqa: SLF001 (argparse lists options nowhere public)
+    subparsers = next(a for a in actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001 (as above)
     run = subparsers.choices["run"]
     return {
         option: action.nargs != 0
-        for action in run._actions
+        for action in run._actions  # noqa: SLF001 (as above)
         for option in action.option_strings
         if option.startswith("--") and option != "--help"
     }
@@ -253,9 +255,9 @@ class TestGenerated:
         assert expected == actual
 
     def test_render_script_check_passes(self) -> None:
-        """scripts/render-manifests --check finds nothing stale (the files are what the script writes)."""
+        """scripts/render_manifests.py --check finds nothing stale (the files are what the script writes)."""
         run = subprocess.run(
-            [str(REPO / ".venv" / "bin" / "python"), str(REPO / "scripts" / "render-manifests"), "--check"],
+            [str(REPO / ".venv" / "bin" / "python"), str(REPO / "scripts" / "render_manifests.py"), "--check"],
             capture_output=True,
             text=True,
             timeout=120,

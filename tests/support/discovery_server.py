@@ -75,6 +75,8 @@ def _group_list() -> dict[str, Any]:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    server: ThreadingHTTPServer
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: pytest shows failures, not every request."""
 
