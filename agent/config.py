@@ -47,6 +47,7 @@ from agent.alloc import (
 )
 from agent.cgroups.watch import WatchMode
 from agent.cpuset import CPUSet, CPUSetError
+from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
 
 __all__ = ["CONFIG_KEYS", "AgentConfig", "ConfigError", "ConfigKey", "config_from_mapping", "load_config"]
@@ -80,6 +81,7 @@ class AgentConfig:
     log_level: str
     log_format: str
     cgroup_watch: WatchMode
+    nri: NRIConfig
 
 
 Parser = Callable[[str, Any], Any]
@@ -261,6 +263,14 @@ def _reserved_memory(key: str, value: Any) -> tuple[ReservedMemory, ...]:
     return tuple(entries)
 
 
+def _nri(_key: str, value: Any) -> NRIConfig:
+    """The ``nri`` section (its own keys and defaults are ``agent.nri.config``'s; errors name ``nri.<key>``)."""
+    try:
+        return nri_config_from_mapping(value)
+    except NRIConfigError as err:
+        raise ConfigError(str(err)) from err
+
+
 def _bind_address(key: str, value: Any) -> str:
     address = _string(key, value)
     _host, sep, port = address.rpartition(":")
@@ -396,6 +406,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "auto",
         "how new cgroups are noticed: inotify, poll, auto (inotify, else polling) or off (only the resync)",
     ),
+    _key("nri", "nri", _nri, {}, "the NRI plugin: enabled, socketPath (agent/nri/config.py)"),
 )
 
 _KNOWN = tuple(sorted(k.key for k in CONFIG_KEYS))

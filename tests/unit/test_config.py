@@ -11,6 +11,7 @@ import pytest
 from agent.alloc import PlannerConfig, PlannerError, TopologyManagerScope
 from agent.config import CONFIG_KEYS, AgentConfig, ConfigError, config_from_mapping, load_config
 from agent.cpuset import CPUSet
+from agent.nri import NRIConfig
 from tests.support.paths import REPO
 
 BASE: dict[str, Any] = {"systemReserved": {"cpu": "1"}}
@@ -149,6 +150,7 @@ class TestDefaults:
         ({"cpuCFSQuotaPeriod": "5s"}, "cpuCFSQuotaPeriod: '5s' must be between 1ms and 1s"),
         ({"dryRun": "yes"}, "dryRun: 'yes' is not true or false"),
         ({"cgroupWatch": "fanotify"}, "cgroupWatch: 'fanotify' is not one of auto, inotify, poll, off"),
+        ({"nri": {"enabled": "yes"}}, "nri.enabled: 'yes' is not true or false"),
         ({"metricsBindAddress": "9363"}, "metricsBindAddress: '9363' is not HOST:PORT"),
         ({"kubeReserved": ["cpu"]}, "kubeReserved: ['cpu'] is not a map"),
         ({"evictionHard": {"memory.avail": "1Gi"}}, "evictionHard.memory.avail: unknown eviction signal"),
@@ -245,7 +247,15 @@ def test_contract_keys() -> None:
         "logLevel",
         "logFormat",
         "cgroupWatch",
+        "nri",
     } == {entry.key for entry in CONFIG_KEYS}
+
+
+def test_nri_section_reaches_the_agent_config() -> None:
+    """The nri section is read by the NRI package's parser into AgentConfig.nri; absent, it is the defaults."""
+    expected = (NRIConfig(), NRIConfig(enabled=False, socket_path=Path("/run/containerd/nri.sock")))
+    given = cfg(nri={"enabled": False, "socketPath": "/run/containerd/nri.sock"})
+    assert expected == (cfg().nri, given.nri)
 
 
 class TestKeyTable:
