@@ -20,6 +20,7 @@ import yaml
 from agent import __version__
 from agent.alloc import TopologyManagerPolicy, TopologyManagerScope
 from agent.config import config_from_mapping
+from agent.nri import NRIConfig
 from tests.support.k8s_tools import CHART, checkov, helm_template, rendered_objects, run_helm, supported_versions
 
 NRI_VALUES = CHART / "ci" / "nri-values.yaml"
@@ -184,9 +185,23 @@ class TestToggles:
         mounts = _mounts(_render(tmp_path, {"nri": {"enabled": True, "socketPath": "/run/containerd/nri/nri.sock"}}))
         assert ("/run/containerd/nri", "Directory", True) == mounts["/run/containerd/nri"]
 
+    def test_nri_on_reaches_the_agent(self, tmp_path: Path) -> None:
+        """nri.enabled and nri.socketPath become the agent's nri section, loaded by the agent: it connects to the
+        socket where the mount puts it."""
+        objects = _render(tmp_path, {"nri": {"enabled": True, "socketPath": "/run/containerd/nri/nri.sock"}})
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        expected = NRIConfig(enabled=True, socket_path=Path("/run/containerd/nri/nri.sock"))
+        assert (expected, True) == (loaded.nri, str(loaded.nri.socket_path.parent) in _mounts(objects))
+
     def test_nri_off_mounts_nothing_of_the_runtime(self, tmp_path: Path) -> None:
-        """By default no NRI path is mounted."""
-        assert [] == [path for path in _mounts(_render(tmp_path)) if "nri" in path]
+        """By default no NRI path is mounted, and the agent is told NRI is off (its own default is on)."""
+        objects = _render(tmp_path)
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        assert ([], False) == ([path for path in _mounts(objects) if "nri" in path], loaded.nri.enabled)
+
+    def test_nri_is_the_charts_not_the_config_block(self, tmp_path: Path) -> None:
+        """config.nri is refused by the schema: the nri values decide both the mount and the agent's section."""
+        assert "additional properties 'nri' not allowed" in _schema_error(tmp_path, {"config": {"nri": {}}})
 
     def test_kubelet_state_off(self, tmp_path: Path) -> None:
         """kubeletState.enabled=false drops the kubelet directory mount and leaves the agent's default path."""

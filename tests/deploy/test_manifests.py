@@ -524,9 +524,10 @@ class TestAgentConfig:
         assert [] == [key for key in CONFIG_DEFAULTS if not re.search(rf"\b{key}\b", comments)]
 
     def test_commented_examples_are_valid(self) -> None:
-        """Switching on every commented-out example gives a config the agent loads, with every key but the chart's."""
+        """Switching on every commented-out example gives a config the agent loads, with every key but the three the
+        chart sets."""
         config = load_agent_config(_uncomment_examples(_values_config_block()))
-        chart_set = {"nodeName", "kubeletCPUManagerStatePath"}
+        chart_set = {"nodeName", "kubeletCPUManagerStatePath", "nri"}
         assert [] == [key for key in CONFIG_DEFAULTS if key not in config and key not in chart_set]
 
     def test_unknown_key_is_rejected(self) -> None:

@@ -35,11 +35,13 @@ app.kubernetes.io/component: node-agent
 {{- end -}}
 
 {{/* The agent's configuration file: the config values plus what the chart itself decides (the kubelet state path
-follows the kubeletState mount). */}}
+follows the kubeletState mount; the agent's nri section follows the NRI socket mount, which puts the socket at the
+same path in the container as on the node). */}}
 {{- define "podpin.configFile" -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.kubeletState.enabled -}}
 {{- $_ := set $config "kubeletCPUManagerStatePath" (printf "%s/cpu_manager_state" (trimSuffix "/" .Values.kubeletState.mountPath)) -}}
 {{- end -}}
+{{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath) -}}
 {{- toYaml $config -}}
 {{- end -}}
