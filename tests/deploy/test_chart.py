@@ -19,7 +19,7 @@ import yaml
 
 from agent import __version__
 from agent.alloc import TopologyManagerPolicy, TopologyManagerScope
-from agent.config import config_from_mapping
+from agent.config import NRTSettings, config_from_mapping
 from agent.nri import NRIConfig
 from tests.support.k8s_tools import CHART, checkov, helm_template, rendered_objects, run_helm, supported_versions
 
@@ -56,8 +56,8 @@ def _mounts(objects: list[dict[str, Any]]) -> dict[str, tuple[str, str, bool]]:
     }
 
 
-def _config(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    return dict(yaml.safe_load(_one(objects, "ConfigMap", "podpin-config")["data"]["config.yaml"]))
+def _config(objects: list[dict[str, Any]], fullname: str = "podpin") -> dict[str, Any]:
+    return dict(yaml.safe_load(_one(objects, "ConfigMap", f"{fullname}-config")["data"]["config.yaml"]))
 
 
 def _schema_error(tmp_path: Path, values: dict[str, Any]) -> str:
@@ -204,10 +204,66 @@ class TestToggles:
         assert "additional properties 'nri' not allowed" in _schema_error(tmp_path, {"config": {"nri": {}}})
 
     def test_kubelet_state_off(self, tmp_path: Path) -> None:
-        """kubeletState.enabled=false drops the kubelet directory mount and leaves the agent's default path."""
+        """kubeletState.enabled=false drops the kubelet directory mount and leaves the agent's default paths."""
         objects = _render(tmp_path, {"kubeletState": {"enabled": False}})
         host_paths = [host for host, _, _ in _mounts(objects).values()]
-        assert (False, False) == ("/var/lib/kubelet" in host_paths, "kubeletCPUManagerStatePath" in _config(objects))
+        config = _config(objects)
+        expected = (False, False, False)
+        actual = (
+            "/var/lib/kubelet" in host_paths,
+            "kubeletCPUManagerStatePath" in config,
+            "podResourcesSocket" in config,
+        )
+        assert expected == actual
+
+    def test_pod_resources_socket_is_under_the_kubelet_mount(self, tmp_path: Path) -> None:
+        """The agent asks the kubelet's PodResources socket where the kubelet directory mount shows it."""
+        objects = _render(tmp_path, {"kubeletState": {"hostPath": "/data/kubelet", "mountPath": "/host/kubelet"}})
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        expected = (Path("/host/kubelet/pod-resources/kubelet.sock"), ("/data/kubelet", "Directory", True))
+        assert expected == (loaded.pod_resources_socket, _mounts(objects)["/host/kubelet"])
+
+    def test_nrt_off_by_default(self, tmp_path: Path) -> None:
+        """By default the agent publishes no NodeResourceTopology, and the chart grants nothing for it nor adds
+        the CRD."""
+        objects = _render(tmp_path)
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        nrt_objects = [(kind, name) for kind, name in _kinds(objects) if "nrt" in name or "topolog" in name]
+        assert (False, []) == (loaded.nrt.enabled, nrt_objects)
+
+    def test_nrt_on_grants_the_publisher_its_access(self, tmp_path: Path) -> None:
+        """config.nrt.enabled reaches the agent and renders a ClusterRole for the Node and NodeResourceTopology
+        calls, bound to the agent's ServiceAccount (which follows fullnameOverride)."""
+        values = {"fullnameOverride": "pin", "config": {"nrt": {"enabled": True, "minInterval": "30s"}}}
+        objects = _render(tmp_path, values)
+        loaded = config_from_mapping(_config(objects, "pin"), env={"NODE_NAME": "node-1"})
+        role, binding = _one(objects, "ClusterRole", "pin-nrt"), _one(objects, "ClusterRoleBinding", "pin-nrt")
+        expected = (
+            NRTSettings(enabled=True, min_interval=30.0),
+            [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+                {
+                    "apiGroups": ["topology.node.k8s.io"],
+                    "resources": ["noderesourcetopologies"],
+                    "verbs": ["get", "create", "update", "patch"],
+                },
+            ],
+            ("pin-nrt", [{"kind": "ServiceAccount", "name": "pin", "namespace": "podpin-system"}]),
+        )
+        actual = (loaded.nrt, role["rules"], (binding["roleRef"]["name"], binding["subjects"]))
+        assert expected == actual
+        assert "pin" == _one(objects, "ServiceAccount")["metadata"]["name"]
+
+    def test_nrt_crd_install(self, tmp_path: Path) -> None:
+        """nrtCRD.install renders the NodeResourceTopology CRD, kept by helm uninstall."""
+        crd = _one(_render(tmp_path, {"nrtCRD": {"install": True}}), "CustomResourceDefinition")
+        expected = ("noderesourcetopologies.topology.node.k8s.io", "keep", ["v1alpha2"])
+        actual = (
+            crd["metadata"]["name"],
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            [version["name"] for version in crd["spec"]["versions"]],
+        )
+        assert expected == actual
 
     def test_monitoring_on(self, tmp_path: Path) -> None:
         """ServiceMonitor with the kube-prometheus-stack release label, and the dashboard for Grafana's sidecar."""
@@ -295,6 +351,10 @@ class TestSchema:
             ({"config": {"topologyManagerPolicyOption": {}}}, "additional properties 'topologyManagerPolicyOption'"),
             ({"config": {"reconcilePeriod": 10}}, "at '/config/reconcilePeriod'"),
             ({"config": {"nodeName": "worker-1"}}, "additional properties 'nodeName' not allowed"),
+            ({"config": {"podResourcesSocket": "/x.sock"}}, "additional properties 'podResourcesSocket' not allowed"),
+            ({"config": {"nrt": {"enable": True}}}, "additional properties 'enable' not allowed"),
+            ({"config": {"nrt": {"minInterval": 5}}}, "at '/config/nrt/minInterval'"),
+            ({"nrtCRD": {"install": "yes"}}, "at '/nrtCRD/install'"),
             ({"config": {"cpuManagerPolicyOptions": {"full-pcpus-only": True}}}, "full-pcpus-only"),
             ({"kubeletState": {"mountPath": "relative/dir"}}, "at '/kubeletState/mountPath'"),
             ({"nodeSelector": {"podpin.io/enabled": True}}, "at '/nodeSelector/podpin.io~1enabled'"),

@@ -1,11 +1,12 @@
 """deploy/: the plain manifests generated from the Helm chart, checked against the agent and the clusters they target.
 
-``deploy/daemonset.yaml``, ``servicemonitor.yaml`` and ``grafana-dashboard.yaml`` are ``helm template`` output of
-``deploy/helm/podpin`` (``scripts/render_manifests.py``); a test renders the chart again and asserts the files equal it,
-so every check here is a check of the chart's default install too. The agent's side of the contract (config keys,
-``podpin run`` flags) is read from the agent's own code. Kubernetes versions: pod-level resources (``.spec.resources``)
-are beta and on by default from 1.34, so 1.34 is the minimum supported version; every minor from it that
-kubernetes-validate ships is validated strictly (1.34 to 1.37 with kubernetes-validate 1.37).
+``deploy/daemonset.yaml``, ``servicemonitor.yaml``, ``grafana-dashboard.yaml``, ``rbac-nrt.yaml`` and
+``crds/noderesourcetopologies.yaml`` are ``helm template`` output of ``deploy/helm/podpin``
+(``scripts/render_manifests.py``); a test renders the chart again and asserts the files equal it, so every check here is
+a check of the chart's default install too (and of its NodeResourceTopology objects). The agent's side of the contract
+(config keys, ``podpin run`` flags) is read from the agent's own code. Kubernetes versions: pod-level resources
+(``.spec.resources``) are beta and on by default from 1.34, so 1.34 is the minimum supported version; every minor from
+it that kubernetes-validate ships is validated strictly (1.34 to 1.37 with kubernetes-validate 1.37).
 """
 
 from __future__ import annotations
@@ -37,8 +38,13 @@ DAEMONSET = DEPLOY / "daemonset.yaml"
 SERVICEMONITOR = DEPLOY / "servicemonitor.yaml"
 DASHBOARD_CONFIGMAP = DEPLOY / "grafana-dashboard.yaml"
 DASHBOARD = CHART / "dashboards" / "podpin.json"
-MANIFESTS = (DAEMONSET, SERVICEMONITOR, DASHBOARD_CONFIGMAP)
+RBAC_NRT = DEPLOY / "rbac-nrt.yaml"
+CRD_NRT = DEPLOY / "crds" / "noderesourcetopologies.yaml"
+#: What `kubectl apply -f deploy/` applies (not recursive: the CRD in deploy/crds/ is applied on its own).
+TOP_LEVEL = (DAEMONSET, SERVICEMONITOR, DASHBOARD_CONFIGMAP, RBAC_NRT)
+MANIFESTS = (*TOP_LEVEL, CRD_NRT)
 MANIFESTS_VALUES = CHART / "ci" / "manifests-values.yaml"
+NRT_VALUES = CHART / "ci" / "manifests-nrt-values.yaml"
 VALUES = CHART / "values.yaml"
 REQUIRED_KUBERNETES = ("1.34", "1.35", "1.36")
 
@@ -244,13 +250,19 @@ def _kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
 class TestGenerated:
     def test_manifests_equal_helm_template(self) -> None:
         """deploy/*.yaml hold, byte for byte and in helm's order, `helm template` of the chart: the ServiceMonitor and
-        the dashboard ConfigMap in their own files, everything else in daemonset.yaml."""
-        rendered = [block for block in helm_template([MANIFESTS_VALUES]).split("---\n") if block.strip()]
-        own = {"servicemonitor.yaml": SERVICEMONITOR, "grafana-dashboard.yaml": DASHBOARD_CONFIGMAP}
+        the dashboard ConfigMap in their own files, everything else in daemonset.yaml; the NodeResourceTopology
+        ClusterRole and CRD, off by default, from a render with them on, in rbac-nrt.yaml and crds/."""
+        renders = {
+            (MANIFESTS_VALUES,): {"servicemonitor.yaml": SERVICEMONITOR, "grafana-dashboard.yaml": DASHBOARD_CONFIGMAP},
+            (MANIFESTS_VALUES, NRT_VALUES): {"rbac-nrt.yaml": RBAC_NRT, "crd-nrt.yaml": CRD_NRT},
+        }
         expected: dict[Path, list[str]] = {path: [] for path in MANIFESTS}
-        for block in rendered:
-            template = block.splitlines()[0].rsplit("/", 1)[-1]
-            expected[own.get(template, DAEMONSET)].append(block)
+        for values, own in renders.items():
+            rest = DAEMONSET if len(values) == 1 else None
+            for block in [block for block in helm_template(values).split("---\n") if block.strip()]:
+                path = own.get(block.splitlines()[0].rsplit("/", 1)[-1], rest)
+                if path is not None:
+                    expected[path].append(block)
         actual = {path: path.read_text().split("---\n")[1:] for path in MANIFESTS}
         assert expected == actual
 
@@ -279,7 +291,8 @@ class TestGenerated:
 
 class TestKubectl:
     def test_apply_dry_run_on_the_whole_directory(self, tmp_path: Path) -> None:
-        """`kubectl apply --dry-run=client -f deploy/` maps every object of every file and would create it."""
+        """`kubectl apply --dry-run=client -f deploy/` maps every object of every top-level file and would create it,
+        and leaves the CRD of deploy/crds/ alone."""
         with discovery_server() as url:
             run = _kubectl(
                 kubeconfig_for(url, tmp_path / "kubeconfig"),
@@ -289,9 +302,26 @@ class TestKubectl:
                 "-f",
                 str(DEPLOY),
             )
-        objects = [doc for path in MANIFESTS for doc in _documents(path)]
+        objects = [doc for path in TOP_LEVEL for doc in _documents(path)]
         assert (0, "") == (run.returncode, run.stderr)
-        assert len(objects) == run.stdout.count(" created (dry run)\n")
+        assert (len(objects), False) == (
+            run.stdout.count(" created (dry run)\n"),
+            "customresourcedefinition" in run.stdout,
+        )
+
+    def test_apply_dry_run_of_the_crd(self, tmp_path: Path) -> None:
+        """`kubectl apply --dry-run=client -f deploy/crds/` would create the NodeResourceTopology CRD."""
+        with discovery_server() as url:
+            run = _kubectl(
+                kubeconfig_for(url, tmp_path / "kubeconfig"),
+                "apply",
+                "--dry-run=client",
+                "--validate=false",
+                "-f",
+                str(CRD_NRT.parent),
+            )
+        expected = (0, "", "customresourcedefinition.apiextensions.k8s.io/noderesourcetopologies.topology.node.k8s.io")
+        assert expected == (run.returncode, run.stderr, run.stdout.split(" created")[0])
 
     def test_apply_dry_run_fails_on_a_raw_dashboard(self, tmp_path: Path) -> None:
         """The same command fails on a directory holding raw dashboard JSON, as deploy/ did before the chart."""
@@ -326,6 +356,9 @@ class TestManifestValidity:
             ("DaemonSet", "podpin"),
             ("ServiceMonitor", "podpin"),
             ("ConfigMap", "podpin-dashboard"),
+            ("ClusterRole", "podpin-nrt"),
+            ("ClusterRoleBinding", "podpin-nrt"),
+            ("CustomResourceDefinition", "noderesourcetopologies.topology.node.k8s.io"),
         ]
         assert expected == [(d["kind"], d["metadata"]["name"]) for path in MANIFESTS for d in _documents(path)]
 
@@ -524,10 +557,10 @@ class TestAgentConfig:
         assert [] == [key for key in CONFIG_DEFAULTS if not re.search(rf"\b{key}\b", comments)]
 
     def test_commented_examples_are_valid(self) -> None:
-        """Switching on every commented-out example gives a config the agent loads, with every key but the three the
+        """Switching on every commented-out example gives a config the agent loads, with every key but the four the
         chart sets."""
         config = load_agent_config(_uncomment_examples(_values_config_block()))
-        chart_set = {"nodeName", "kubeletCPUManagerStatePath", "nri"}
+        chart_set = {"nodeName", "kubeletCPUManagerStatePath", "podResourcesSocket", "nri"}
         assert [] == [key for key in CONFIG_DEFAULTS if key not in config and key not in chart_set]
 
     def test_unknown_key_is_rejected(self) -> None:

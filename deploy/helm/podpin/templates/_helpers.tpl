@@ -35,12 +35,14 @@ app.kubernetes.io/component: node-agent
 {{- end -}}
 
 {{/* The agent's configuration file: the config values plus what the chart itself decides (the kubelet state path
-follows the kubeletState mount; the agent's nri section follows the NRI socket mount, which puts the socket at the
-same path in the container as on the node). */}}
+and the PodResources socket follow the kubeletState mount; the agent's nri section follows the NRI socket mount,
+which puts the socket at the same path in the container as on the node). */}}
 {{- define "podpin.configFile" -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.kubeletState.enabled -}}
-{{- $_ := set $config "kubeletCPUManagerStatePath" (printf "%s/cpu_manager_state" (trimSuffix "/" .Values.kubeletState.mountPath)) -}}
+{{- $kubelet := trimSuffix "/" .Values.kubeletState.mountPath -}}
+{{- $_ := set $config "kubeletCPUManagerStatePath" (printf "%s/cpu_manager_state" $kubelet) -}}
+{{- $_ := set $config "podResourcesSocket" (printf "%s/pod-resources/kubelet.sock" $kubelet) -}}
 {{- end -}}
 {{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath) -}}
 {{- toYaml $config -}}
