@@ -15,8 +15,13 @@ after the table, in :func:`config_from_mapping`.
 Defaults that differ from the kubelet's, on purpose: ``topologyManagerPolicy``
 is ``best-effort`` and ``topologyManagerScope`` is ``pod``, because the pod-level
 hybrid allocation (KEP-5526) that podpin exists for needs a policy other than
-``none`` and, for pod shared pools, the pod scope. Every other default is the
-kubelet's.
+``none`` and, for pod shared pools, the pod scope. And when nothing reserves a
+CPU (no ``kubeReserved`` or ``systemReserved`` cpu, no ``reservedSystemCPUs``),
+the static policy reserves one (:data:`ASSUMED_RESERVATION`), said in
+``AgentConfig.assumed``: the kubelet refuses the static policy without a
+reservation, and podpin's own defaults (``podpin run`` without ``--config``)
+must be a configuration it accepts. An explicit zero is still refused, as the
+kubelet refuses it. Every other default is the kubelet's.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from agent.podresources import DEFAULT_SOCKET
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
 
 __all__ = [
+    "ASSUMED_RESERVATION",
     "CONFIG_KEYS",
     "AgentConfig",
     "ConfigError",
@@ -60,6 +66,12 @@ __all__ = [
     "config_from_mapping",
     "load_config",
 ]
+
+#: What the static policy reserves when the configuration reserves no CPU at all, and why (``AgentConfig.assumed``).
+ASSUMED_RESERVATION = (
+    "systemReserved cpu=1: the static policy needs a reserved CPU and none is configured "
+    "(no kubeReserved or systemReserved cpu, no reservedSystemCPUs)"
+)
 
 
 class ConfigError(ValueError):
@@ -101,6 +113,7 @@ class AgentConfig:
     pod_resources_socket: Path
     nrt: NRTSettings
     nri: NRIConfig
+    assumed: tuple[str, ...] = ()
 
 
 Parser = Callable[[str, Any], Any]
@@ -503,6 +516,15 @@ def _check(config: AgentConfig) -> None:
         )
 
 
+def _reserves_no_cpu(data: Mapping[str, Any], policy: CPUManagerPolicy) -> bool:
+    """The static policy with no CPU reservation configured at all (an explicit zero counts as configured)."""
+    if policy != CPUManagerPolicy.STATIC or data.get("reservedSystemCPUs"):
+        return False
+    return not any(
+        isinstance(data.get(key), Mapping) and "cpu" in data[key] for key in ("kubeReserved", "systemReserved")
+    )
+
+
 # -- entry points ------------------------------------------------------------------------------
 def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str] | None = None) -> AgentConfig:
     """Validate a parsed configuration mapping and build an :class:`AgentConfig`.
@@ -526,6 +548,9 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
         section, _, name = entry.field.rpartition(".")
         (planner if section == "planner" else agent)[name] = value
     agent["node_name"] = agent["node_name"] or env.get("NODE_NAME") or None
+    if _reserves_no_cpu(data, planner["cpu_manager_policy"]):
+        agent["system_reserved"] = MappingProxyType({**agent["system_reserved"], "cpu": 1000})
+        agent["assumed"] = (ASSUMED_RESERVATION,)
     planner["reserved_cpu_millis"] = agent["kube_reserved"].get("cpu", 0) + agent["system_reserved"].get("cpu", 0)
     try:
         config = AgentConfig(planner=PlannerConfig(**planner), **agent)

@@ -25,6 +25,8 @@ __all__ = [
     "cpu_millis",
     "memory_bytes",
     "is_integral_cpu",
+    "format_cpu",
+    "format_bytes",
 ]
 
 
@@ -124,3 +126,18 @@ def is_integral_cpu(text: object) -> bool:
     """The kubelet's integral-CPU test: ``Value() * 1000 == MilliValue()``."""
     quantity = parse_quantity(text)
     return quantity.ceil() * 1000 == quantity.milli()
+
+
+def format_cpu(millis: int) -> str:
+    """Millicores as a person writes them in a manifest: ``4`` for whole CPUs, else ``2500m``."""
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def format_bytes(size: int) -> str:
+    """Bytes as a person writes them: the largest binary suffix that divides them (``1Gi``), else a decimal one
+    (``1500M``), else plain bytes."""
+    for suffixes in (_BINARY, {name: int(factor) for name, factor in _DECIMAL.items() if factor > 1}):
+        for suffix, factor in sorted(suffixes.items(), key=lambda item: -item[1]):
+            if size and size % factor == 0:
+                return f"{size // factor}{suffix}"
+    return str(size)

@@ -13,7 +13,9 @@ only put items on a queue; the loop drains it, runs a reconcile pass, and every
 hotplug check). ``--once`` runs one full pass after the first pod list and
 exits (status 2 when no pod list arrives within three reconcile periods, an
 API server that cannot be reached). SIGTERM and SIGINT stop everything within a
-few seconds.
+few seconds. While it runs (dry runs aside) the agent holds the node's lock in
+its state directory (``agent/agent_lock.py``): a second agent, or a
+``podpin reset``, is refused until it stops.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from agent.agent_lock import AgentLock, LockHeldError, acquire_lock
 from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpoint
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS, FileOps
@@ -41,7 +44,7 @@ from agent.kube.events import EventRecorder
 from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
-from agent.nrt import nrt_publisher_for
+from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
@@ -155,6 +158,7 @@ class Agent:
             raise AgentError(str(err)) from err
         self.metrics_address: str | None = None
         self.failure: str | None = None
+        self._lock: AgentLock | None = None
 
     # -- start-up pieces -----------------------------------------------------------------------
     def _topology(self) -> Topology:
@@ -276,13 +280,27 @@ class Agent:
             return
         self.reconciler.rebase(topology)
 
+    def _take_lock(self) -> None:
+        """Hold the node's lock while writing cgroups; a state directory that cannot hold it only costs a warning."""
+        if self.config.dry_run:
+            return
+        try:
+            self._lock = acquire_lock(self.config.state_dir, "podpin run")
+        except LockHeldError as err:
+            raise AgentError(f"another podpin process works on this node (an agent or a reset): {err}") from err
+        except OSError as err:
+            self.log.warning("agent.lock_failed", state_dir=str(self.config.state_dir), error=str(err))
+
     def run(self) -> int:
         """Run until stopped (or one pass with ``--once``); returns the exit status."""
+        self._take_lock()
         try:
             if not self.options.once:
                 host, port = self.server.start()
                 self.metrics_address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         except BindError as err:
+            if self._lock is not None:
+                self._lock.release()
             raise AgentError(str(err)) from err
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
         if not self.options.once and self.config.cgroup_watch != WatchMode.OFF:
@@ -297,6 +315,8 @@ class Agent:
             metrics=self.metrics_address,
             once=self.options.once,
         )
+        for assumption in self.config.assumed:
+            self.log.warning("config.assumed", assumption=assumption)
         try:
             return self._loop()
         finally:
@@ -350,6 +370,8 @@ class Agent:
             thread.join(timeout=2.0)
         if self.recorder is not None:
             self.recorder.close(timeout=1.5)
+        if self._lock is not None:
+            self._lock.release()
         if self.failure is None:
             self.log.info("agent.stopped")
         else:

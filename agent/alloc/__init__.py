@@ -27,7 +27,20 @@ from agent.alloc.errors import (
     UnexpectedAdmissionError,
 )
 from agent.alloc.memorymanager import MemoryManagerPolicy
-from agent.alloc.plan import AssignmentType, ContainerPlan, DesiredValues, Plan, PodPlan, Pool, assignment_type
+from agent.alloc.plan import (
+    AssignmentType,
+    ContainerPlan,
+    ContainerRequest,
+    DesiredValues,
+    NUMAFree,
+    Plan,
+    PodPlan,
+    Pool,
+    PoolReason,
+    ReasonKind,
+    RequestFacts,
+    assignment_type,
+)
 from agent.alloc.planner import Decision, Planner
 from agent.alloc.planner_config import PlannerConfig, ReservedMemory
 from agent.alloc.state import (
@@ -45,8 +58,10 @@ from agent.alloc.topologymanager import (
     TopologyPolicyOptions,
     parse_topology_policy_options,
 )
+from agent.alloc.trace import AdmissionTrace, MergeStep, ResourceHints
 
 __all__ = [
+    "AdmissionTrace",
     "CHECKPOINT_VERSION",
     "CPU_POLICY_OPTIONS",
     "TOPOLOGY_POLICY_OPTIONS",
@@ -56,10 +71,13 @@ __all__ = [
     "CPUPolicyOptions",
     "CheckpointError",
     "ContainerPlan",
+    "ContainerRequest",
     "Decision",
     "DesiredValues",
     "EmptyPodSharedPoolError",
     "MemoryManagerPolicy",
+    "MergeStep",
+    "NUMAFree",
     "NodeState",
     "Observed",
     "OptionsError",
@@ -71,6 +89,10 @@ __all__ = [
     "PodPlan",
     "PodRecord",
     "Pool",
+    "PoolReason",
+    "ReasonKind",
+    "RequestFacts",
+    "ResourceHints",
     "ReservedMemory",
     "SMTAlignmentError",
     "TopologyAffinityError",

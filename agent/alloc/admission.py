@@ -12,7 +12,9 @@ The kubelet's topology manager admits a pod through a scope:
 :func:`admit_pod` does that over working copies of the CPU and memory states;
 the planner keeps the copies only when it returns. Any provider error is
 turned into the kubelet's typed admission error here, so callers see only
-:class:`~agent.alloc.errors.PlacementError`.
+:class:`~agent.alloc.errors.PlacementError`. Asked to (``steps``), it also
+records each merge as a :class:`~agent.alloc.trace.MergeStep` for
+``podpin plan --explain``; it never logs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from agent.alloc.topologymanager import (
     TopologyManagerScope,
     TopologyPolicy,
 )
+from agent.alloc.trace import MergeStep, resource_hints
 from agent.pods import ContainerView, PodView, uses_pod_level_path
 
 __all__ = ["Admission", "Providers", "admit_pod", "POD_LEVEL_REJECTION"]
@@ -83,6 +86,22 @@ def _pod_hints(providers: Providers, cpu: CPUState, memory: MemoryState, pod: Po
     return hints
 
 
+def _merge(
+    policy: TopologyPolicy,
+    providers: Providers,
+    hints: list[CompactProviderHints],
+    container: str | None,
+    steps: list[MergeStep] | None,
+) -> tuple[TopologyHint, bool]:
+    """The policy's merge of these hints, recorded in ``steps`` when a walk-through was asked for."""
+    best, admit = policy.merge(hints)
+    if steps is not None:
+        names = [name for name, provider in (("cpu", providers.cpu), ("memory", providers.memory)) if provider]
+        found = tuple(entry for name, given in zip(names, hints, strict=True) for entry in resource_hints(name, given))
+        steps.append(MergeStep(container=container, hints=found, best=best, admitted=admit))
+    return best, admit
+
+
 def _allocate(
     providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView, container: ContainerView, hint: TopologyHint
 ) -> int:
@@ -106,6 +125,7 @@ def admit_pod(
     providers: Providers,
     cpu: CPUState,
     memory: MemoryState,
+    steps: list[MergeStep] | None = None,
 ) -> Admission:
     """Admit one pod into the given (working-copy) states.
 
@@ -116,6 +136,7 @@ def admit_pod(
         providers: the CPU and memory policies.
         cpu: CPU state to allocate from (mutated).
         memory: memory state to allocate from (mutated).
+        steps: when given, each merge is appended to it (``podpin plan --explain``).
 
     Raises:
         PlacementError: the kubelet's reason and message; the states are then half-updated and must be dropped.
@@ -129,27 +150,28 @@ def admit_pod(
             exclusive += _allocate(providers, cpu, memory, pod, container, TopologyHint(None, False))
         return Admission(exclusive_requests=exclusive)
     if scope == TopologyManagerScope.CONTAINER:
-        hints: dict[str, TopologyHint] = {}
+        chosen: dict[str, TopologyHint] = {}
         exclusive = 0
         for container in pod.all_containers:
-            best, admit = policy.merge(_container_hints(providers, cpu, memory, pod, container))
+            hints = _container_hints(providers, cpu, memory, pod, container)
+            best, admit = _merge(policy, providers, hints, container.name, steps)
             if not admit:
                 raise TopologyAffinityError()
-            hints[container.name] = best
+            chosen[container.name] = best
             exclusive += _allocate(providers, cpu, memory, pod, container, best)
-        return Admission(hints=hints, exclusive_requests=exclusive)
-    best, admit = policy.merge(_pod_hints(providers, cpu, memory, pod))
+        return Admission(hints=chosen, exclusive_requests=exclusive)
+    best, admit = _merge(policy, providers, _pod_hints(providers, cpu, memory, pod), None, steps)
     pod_level = uses_pod_level_path(pod)
     if not admit:
         raise TopologyAffinityError(
             POD_LEVEL_REJECTION if pod_level else "Resources cannot be allocated with Topology locality"
         )
-    hints = {container.name: best for container in pod.all_containers}
+    chosen = {container.name: best for container in pod.all_containers}
     if not pod_level:
         exclusive = 0
         for container in pod.all_containers:
             exclusive += _allocate(providers, cpu, memory, pod, container, best)
-        return Admission(hints=hints, exclusive_requests=exclusive)
+        return Admission(hints=chosen, exclusive_requests=exclusive)
     pod_cpu: PodCPUAllocation | None = None
     pod_numa: tuple[int, ...] | None = None
     try:
@@ -160,7 +182,7 @@ def admit_pod(
     except PlacementError as err:
         raise _wrap(err) from err
     return Admission(
-        hints=hints,
+        hints=chosen,
         pod_level=True,
         pod_cpu=pod_cpu,
         pod_numa=pod_numa,

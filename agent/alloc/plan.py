@@ -20,6 +20,13 @@ to ``None`` are left alone (the runtime's or the kernel's value stands).
   node shared pool; nothing is written per pod.
 * ``cpuset.mems`` only with the ``Static`` memory policy: the NUMA nodes of the
   container's (pod's) memory blocks.
+
+Every container carries the *why* of its pool as a :class:`PoolReason` (a
+:class:`ReasonKind` and the facts it rests on: the container's requests and
+limits, its :class:`~agent.pods.CPUEligibility`, the pod's QoS, the rejection);
+``agent/render/reasons.py`` is the one place that words it. A rejected pod
+carries :class:`RequestFacts`: its whole request and what was free per NUMA
+node when it was refused, to be shown next to the kubelet's message.
 """
 
 from __future__ import annotations
@@ -28,9 +35,22 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from agent.cpuset import CPUSet
-from agent.pods import ContainerKind, QOSClass
+from agent.pods import ContainerKind, CPUEligibility, QOSClass
 
-__all__ = ["AssignmentType", "ContainerPlan", "DesiredValues", "Plan", "PodPlan", "Pool", "assignment_type"]
+__all__ = [
+    "AssignmentType",
+    "ContainerPlan",
+    "ContainerRequest",
+    "DesiredValues",
+    "NUMAFree",
+    "Plan",
+    "PodPlan",
+    "Pool",
+    "PoolReason",
+    "ReasonKind",
+    "RequestFacts",
+    "assignment_type",
+]
 
 
 class Pool(StrEnum):
@@ -53,6 +73,95 @@ class AssignmentType(StrEnum):
     POD_EXCLUSIVE = "pod_exclusive"
     POD_SHARED = "pod_shared"
     NODE_SHARED = "node_shared"
+
+
+class ReasonKind(StrEnum):
+    """Why a container runs in its pool: the planner's part of the answer (the container's own is its eligibility)."""
+
+    EXCLUSIVE = "exclusive"
+    """It got exclusive CPUs: eligible, whole CPUs."""
+    NOT_ELIGIBLE = "not_eligible"
+    """Its own resources (or its pod's QoS) keep it from exclusive CPUs; ``PoolReason.eligibility`` says which."""
+    NO_POD_CPUS = "no_pod_cpus"
+    """Eligible, but its pod-level pod's cpu is not whole CPUs, so the pod gets no CPUs of its own to carve from."""
+    POD_REJECTED = "pod_rejected"
+    """Its pod could not be placed (``PoolReason.rejection`` is the kubelet's reason)."""
+    NO_CPU_POLICY = "no_cpu_policy"
+    """``cpuManagerPolicy: none``: nothing is pinned."""
+    NOT_ADMITTED = "not_admitted"
+    """Its pod has not been admitted (no decision about it yet)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolReason:
+    """Why one container runs in its pool, with the facts the sentence needs (worded by ``agent/render/reasons.py``).
+
+    Attributes:
+        kind: the planner's reason.
+        pool: the pool it leads to.
+        eligibility: the container's own verdict (the first eligibility test it fails, or ``WHOLE_CPUS``).
+        qos: the pod's QoS class.
+        pod_level: the pod sets pod-level resources (``spec.resources``).
+        exclusive_cpus: CPUs of an exclusive container's slice.
+        from_pod_cpus: an exclusive slice carved from the pod's own CPUs (a pod bubble).
+        cpu_request, cpu_limit: the container's cpu in millicores (None when not set).
+        memory_request, memory_limit: the container's memory in bytes (None when not set).
+        pod_cpu: the pod-level cpu request in millicores (None without pod-level cpu).
+        rejection: the kubelet's reason for a rejected pod.
+    """
+
+    kind: ReasonKind
+    pool: Pool
+    eligibility: CPUEligibility
+    qos: QOSClass
+    pod_level: bool = False
+    exclusive_cpus: int = 0
+    from_pod_cpus: bool = False
+    cpu_request: int | None = None
+    cpu_limit: int | None = None
+    memory_request: int | None = None
+    memory_limit: int | None = None
+    pod_cpu: int | None = None
+    rejection: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContainerRequest:
+    """One container's request, as a rejection states it: cpu (millicores), memory (bytes), exclusive CPUs."""
+
+    name: str
+    kind: ContainerKind
+    cpu: int | None
+    memory: int | None
+    exclusive_cpus: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NUMAFree:
+    """What one NUMA node had free before a pod's admission: CPUs for exclusive use, memory (``Static`` policy only)."""
+
+    numa: int
+    cpus: int
+    memory: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestFacts:
+    """A pod's whole request and what was free before its admission.
+
+    A refused pod shows it next to the kubelet's message; ``podpin plan
+    --explain`` shows it for any pod.
+
+    ``pod_cpu``/``pod_memory`` are the pod-level requests (None without them);
+    ``exclusive_cpus`` is what the pod needed exclusively in all (its pod CPUs,
+    or the kubelet's aggregate over its containers).
+    """
+
+    pod_cpu: int | None
+    pod_memory: int | None
+    exclusive_cpus: int
+    containers: tuple[ContainerRequest, ...]
+    free: tuple[NUMAFree, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +187,7 @@ class ContainerPlan:
     numa: tuple[int, ...]
     container_id: str | None
     desired: DesiredValues
+    reason: PoolReason
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +207,7 @@ class PodPlan:
     containers: tuple[ContainerPlan, ...]
     interim: CPUSet | None = None
     cgroup_uid: str = ""
+    rejection: RequestFacts | None = None
 
     @property
     def cgroup_key(self) -> str:

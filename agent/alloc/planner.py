@@ -10,7 +10,11 @@ current :class:`NodeState`, and ``plan(pods)`` the desired cgroup values.
 An admission is atomic: the policies work on copies of the CPU and memory
 states, and the copies replace the snapshot only when the whole pod fitted. A
 rejected pod holds nothing and keeps running in the node shared pool; the
-decision carries the kubelet's reason and message.
+decision carries the kubelet's reason and message, and the pod's whole request
+next to what was free per NUMA node (:class:`~agent.alloc.plan.RequestFacts`).
+Asked to explain (``admit(pod, explain=True)``), the decision also carries the
+walk-through of the admission (:class:`~agent.alloc.trace.AdmissionTrace`).
+Every container of a plan says why it runs where it runs (:class:`~agent.alloc.plan.PoolReason`).
 
 Policies and the scope are chosen once, here, from the configured names. The
 checks that need the machine (NUMA node count, distances, sockets vs NUMA
@@ -34,7 +38,14 @@ from agent.alloc.memorymanager import (
     StaticMemoryPolicy,
     default_machine_state,
 )
-from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan, Pool
+from agent.alloc.plan import (
+    ContainerPlan,
+    DesiredValues,
+    Plan,
+    PodPlan,
+    Pool,
+    RequestFacts,
+)
 from agent.alloc.planner_config import PlannerConfig
 from agent.alloc.state import (
     NodeState,
@@ -46,8 +57,16 @@ from agent.alloc.state import (
     validate_node_state,
 )
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
+from agent.alloc.trace import AdmissionTrace, MergeStep
+from agent.alloc.why import pool_reason, request_facts
 from agent.cpuset import CPUSet
-from agent.pods import ContainerKind, PodView, QOSClass, container_exclusive_cpus
+from agent.pods import (
+    ContainerKind,
+    PodView,
+    QOSClass,
+    container_exclusive_cpus,
+    uses_pod_level_path,
+)
 from agent.topology.model import Topology
 
 __all__ = ["Decision", "Planner"]
@@ -68,6 +87,8 @@ class Decision:
     pod_level: bool = False
     already_admitted: bool = False
     kept_observed: tuple[str, ...] = ()
+    facts: RequestFacts | None = None
+    trace: AdmissionTrace | None = None
 
 
 class Planner:
@@ -203,13 +224,14 @@ class Planner:
     def is_admitted(self, uid: str) -> bool:
         return uid in self._state.pods
 
-    def admit(self, pod: PodView, observed: Observed | None = None) -> Decision:
+    def admit(self, pod: PodView, observed: Observed | None = None, *, explain: bool = False) -> Decision:
         """Admit a pod: allocate whatever it is eligible for, or reject it and change nothing.
 
         A pod already in the state keeps its allocations (a restart never moves CPUs).
         ``observed`` (cpusets found on its live cgroups, when rebuilding a lost
         checkpoint) is kept where it fits; if the pod cannot be admitted around
-        it, it is admitted afresh.
+        it, it is admitted afresh. ``explain`` adds the walk-through of the
+        admission to the decision (``Decision.trace``).
         """
         existing = self._state.pods.get(pod.uid)
         if existing is not None:
@@ -231,13 +253,32 @@ class Planner:
                 pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD,
             )
             if kept or pod.uid in cpu.pod_entries:
-                decision = self._admit(pod, cpu, kept=tuple(kept))
+                decision = self._admit(pod, cpu, kept=tuple(kept), explain=explain)
                 if decision.admitted:
                     return decision
-        return self._admit(pod, self._state.cpu.copy())
+        return self._admit(pod, self._state.cpu.copy(), explain=explain)
 
-    def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = ()) -> Decision:
+    def _trace(
+        self, pod: PodView, steps: list[MergeStep] | None, request: RequestFacts | None, error: PlacementError | None
+    ) -> AdmissionTrace | None:
+        if steps is None or request is None:
+            return None
+        return AdmissionTrace(
+            policy=self.config.topology_manager_policy,
+            scope=self.config.topology_manager_scope,
+            prefer_closest=self.config.topology_policy_options.prefer_closest_numa,
+            pod_level=uses_pod_level_path(pod) and self.config.topology_manager_scope == TopologyManagerScope.POD,
+            steps=tuple(steps),
+            admitted=error is None,
+            request=request,
+            reason=error.reason if error is not None else None,
+            message=error.message if error is not None else None,
+        )
+
+    def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = (), *, explain: bool = False) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
+        steps: list[MergeStep] | None = [] if explain else None
+        request = request_facts(pod, self.topology, self._cpu, self._state) if explain else None
         try:
             admission = admit_pod(
                 pod,
@@ -246,6 +287,7 @@ class Planner:
                 providers=self._providers,
                 cpu=cpu,
                 memory=memory,
+                steps=steps,
             )
             self._check_shared_pool(cpu)
         except PlacementError as err:
@@ -260,6 +302,8 @@ class Planner:
                 admitted=False,
                 reason=err.reason,
                 message=err.message,
+                facts=request or request_facts(pod, self.topology, self._cpu, self._state),
+                trace=self._trace(pod, steps, request, err),
             )
         holds = (
             pod.uid in cpu.assignments
@@ -289,6 +333,7 @@ class Planner:
             exclusive_containers=admission.exclusive_requests,
             pod_level=admission.pod_level,
             kept_observed=kept,
+            trace=self._trace(pod, steps, request, None),
         )
 
     def _check_shared_pool(self, cpu: CPUState) -> None:
@@ -403,6 +448,16 @@ class Planner:
                     numa=self.topology.numa_of(cpus),
                     container_id=container.container_id,
                     desired=desired,
+                    reason=pool_reason(
+                        pod,
+                        container,
+                        pool=pool,
+                        cpus=len(cpus),
+                        from_pod_cpus=bubble is not None,
+                        pinning=self._cpu is not None,
+                        admitted=record is not None,
+                        rejection=decision.reason if decision is not None and not decision.admitted else None,
+                    ),
                 )
             )
         interim: CPUSet | None = None
@@ -435,4 +490,5 @@ class Planner:
             containers=tuple(containers),
             interim=interim,
             cgroup_uid=pod.cgroup_uid,
+            rejection=decision.facts if rejected and decision else None,
         )

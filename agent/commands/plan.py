@@ -1,11 +1,26 @@
 """``podpin plan``: what the agent would do with these pods on this machine (or a saved one).
 
-Pods are admitted in the order given (files in order, documents in order;
-multi-document YAML and ``kind: List`` accepted) through the same planner the
-agent runs, with the agent's configuration. Rejections are normal outcomes and
-are printed with the kubelet's reason and message; a file or pod that cannot be
-read is reported on stderr, the other pods are still planned, and the exit
-status is 1. Bad configuration or topology: one line on stderr, exit 2.
+Pods are admitted in creation order through the same planner the agent runs,
+with the agent's configuration: by ``metadata.creationTimestamp`` where given
+(pods without one first, as the agent orders them), ties in the order given
+(files in order, documents in order; multi-document YAML and ``kind: List``
+accepted). The pod templates of Deployments, ReplicaSets, StatefulSets,
+DaemonSets, Jobs and CronJobs count as pods (one per workload, or up to
+``--replicas N``; ``agent/pods/manifests.py``). Rejections are normal outcomes
+and are printed with the kubelet's reason and message.
+
+Exit status: 0 planned; 1 a file or pod could not be read (reported on stderr,
+the other pods are still planned); 2 bad configuration or topology, or an
+``--explain`` that names no single pod (one line on stderr); 3 with
+``--fail-on-reject``, some pod was rejected (for CI: a manifest change that
+would leave a pod unpinned fails the build). When both 1 and 3 apply the
+status is 1: the answer is incomplete.
+
+``--explain POD`` (``namespace/name``, a name only one pod has, or a file given
+on the command line that holds one pod) admits every pod as usual but prints,
+instead of the plan, the walk-through of that pod's admission: its request,
+the hints, the merge, the chosen NUMA nodes and why, the CPUs taken
+(``agent/render/explain.py``).
 
 ``--output nrt`` prints, instead of the plan, the NodeResourceTopology object
 the node would publish after these pods (``agent.nrt``), named after
@@ -24,16 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from agent.alloc import Decision, MemoryManagerPolicy, OptionsError, Planner, PlannerError
-from agent.config import ConfigError, config_from_mapping, load_config
+from agent.config import ConfigError, load_config
 from agent.pods.errors import PodSpecError
 from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
-from agent.render.plan_json import plan_to_dict
+from agent.render.explain import explain_text, explain_to_dict
+from agent.render.plan_json import plan_to_dict, pod_to_dict
 from agent.render.plan_text import render_plan_text
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import TopologyError
 
-__all__ = ["PlanOutput", "register", "run", "read_pods"]
+__all__ = ["PlanOutput", "find_pod", "read_pods", "register", "run"]
 
 
 class PlanOutput(StrEnum):
@@ -42,10 +58,6 @@ class PlanOutput(StrEnum):
     TEXT = "text"
     JSON = "json"
     NRT = "nrt"
-
-
-#: Without a configuration, plan as a kubelet with this reservation would (the static policy needs one).
-_DEFAULT_RESERVATION = "systemReserved cpu=1 (the static policy needs a CPU reservation)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -70,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--config",
         type=Path,
         metavar="FILE",
-        help="agent configuration (default: the defaults with systemReserved cpu=1)",
+        help="agent configuration (default: the built-in defaults, which reserve one CPU)",
     )
     parser.add_argument(
         "--output",
@@ -78,17 +90,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=PlanOutput.TEXT.value,
         help="the plan as text or json, or nrt: the NodeResourceTopology the node would publish (default: %(default)s)",
     )
-    parser.add_argument("pods", nargs="+", type=Path, metavar="POD.yaml", help="pod manifests, admitted in this order")
+    parser.add_argument(
+        "--replicas",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="pods per workload: its spec.replicas (a Job's parallelism) capped at N (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fail-on-reject", action="store_true", help="exit with status 3 when any pod is rejected (for CI)"
+    )
+    parser.add_argument(
+        "--explain",
+        metavar="POD",
+        help="walk through one pod's admission instead of printing the plan: namespace/name, or a file holding one pod",
+    )
+    parser.add_argument(
+        "pods", nargs="+", type=Path, metavar="POD.yaml", help="pod or workload manifests, admitted in creation order"
+    )
     parser.set_defaults(func=run)
 
 
-def read_pods(paths: list[Path]) -> tuple[list[PodView], list[dict[str, str]]]:
-    """Every pod of the files in order, and the problems found (file, pod, error)."""
-    pods: list[PodView] = []
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[tuple[PodView, Path]], list[dict[str, str]]]:
+    """Every pod with the file it came from, in creation order (ties in file order), and the problems found."""
+    pods: list[tuple[PodView, Path]] = []
     problems: list[dict[str, str]] = []
     for path in paths:
         try:
-            raw_pods = parse_manifest(str(path), path.read_bytes())
+            raw_pods = parse_manifest(str(path), path.read_bytes(), workload_replicas=replicas)
         except OSError as err:
             problems.append({"file": str(path), "pod": "", "error": f"cannot read: {err.strerror or err}"})
             continue
@@ -96,39 +135,75 @@ def read_pods(paths: list[Path]) -> tuple[list[PodView], list[dict[str, str]]]:
             problems.append({"file": str(path), "pod": "", "error": err.problem})
             continue
         if not raw_pods:
-            problems.append({"file": str(path), "pod": "", "error": "holds no Pod"})
+            problems.append({"file": str(path), "pod": "", "error": "holds no Pod and no workload"})
         for index, raw in enumerate(raw_pods):
             try:
-                pods.append(pod_from_dict(raw))
+                pods.append((pod_from_dict(raw), path))
             except PodSpecError as err:
                 metadata: Any = raw.get("metadata") if isinstance(raw, dict) else None
                 name = metadata.get("name") if isinstance(metadata, dict) else None
                 problems.append({"file": str(path), "pod": str(name or f"#{index + 1}"), "error": str(err)})
-    return pods, problems
+    # A stable sort: equal timestamps (and pods without one, first, as the agent orders them) keep the file order.
+    return sorted(pods, key=lambda found: found[0].creation_timestamp or ""), problems
+
+
+def find_pod(wanted: str, pods: list[tuple[PodView, Path]]) -> PodView:
+    """The one pod ``--explain`` names: ``namespace/name``, a name only one pod has, or a file holding one pod.
+
+    Raises:
+        ValueError: no pod, or more than one, matches (the message lists the candidates).
+    """
+    by_file = [pod for pod, path in pods if str(path) == wanted]
+    if by_file:
+        candidates = by_file
+        what = f"the file {wanted} holds"
+    elif "/" in wanted:
+        candidates = [pod for pod, _ in pods if pod.full_name == wanted]
+        what = "the pods are"
+    else:
+        candidates = [pod for pod, _ in pods if pod.name == wanted]
+        what = "the pods are"
+    if len(candidates) == 1:
+        return candidates[0]
+    names = ", ".join(pod.full_name for pod in (candidates or [pod for pod, _ in pods])) or "none"
+    count = "no pod" if not candidates else f"{len(candidates)} pods"
+    raise ValueError(f"--explain {wanted}: {count} match; name one as namespace/name ({what}: {names})")
 
 
 def run(args: argparse.Namespace) -> int:
     """Plan the pods and print the result; returns the exit status."""
     try:
-        if args.config is None:
-            print(f"podpin plan: no --config: planning with the defaults and {_DEFAULT_RESERVATION}", file=sys.stderr)
-            config = config_from_mapping({"systemReserved": {"cpu": "1"}})
-        else:
-            config = load_config(args.config)
+        config = load_config(args.config)
+        for assumption in config.assumed:
+            print(f"podpin plan: assumed {assumption}", file=sys.stderr)
         topology = load_topology(args.topology, args.sysfs_root)
         planner = Planner(topology, config.planner)
     except (ConfigError, TopologyError, PlannerError, OptionsError) as err:
         print(f"podpin plan: {err}", file=sys.stderr)
         return 2
-    pods, problems = read_pods(list(args.pods))
+    found, problems = read_pods(list(args.pods), replicas=args.replicas)
+    pods = [pod for pod, _ in found]
+    try:
+        target = find_pod(args.explain, found) if args.explain is not None else None
+    except ValueError as err:
+        print(f"podpin plan: {err}", file=sys.stderr)
+        return 2
     decisions: dict[str, Decision] = {}
     for pod in pods:
-        decisions[pod.uid] = planner.admit(pod)
+        decisions[pod.uid] = planner.admit(pod, explain=target is not None and pod.uid == target.uid)
     plan = planner.plan(pods, decisions)
     for problem in problems:
         where = problem["file"] + (f": pod {problem['pod']}" if problem["pod"] else "")
         print(f"podpin plan: {where}: {problem['error']}", file=sys.stderr)
-    if args.output == PlanOutput.NRT:
+    trace = decisions[target.uid].trace if target is not None else None
+    if target is not None and trace is not None:
+        pod_plan = plan.pod(target.uid)
+        if args.output == PlanOutput.JSON:
+            explained = {"pod": pod_to_dict(pod_plan), "explain": explain_to_dict(trace, pod_plan)}
+            sys.stdout.write(json.dumps(explained, indent=2) + "\n")
+        else:
+            sys.stdout.write(explain_text(trace, pod_plan))
+    elif args.output == PlanOutput.NRT:
         from agent.nrt import attributes_of, node_resource_topology, occupancy_of
 
         obj = node_resource_topology(
@@ -149,4 +224,7 @@ def run(args: argparse.Namespace) -> int:
                 plan, topology, show_mems=config.planner.memory_manager_policy == MemoryManagerPolicy.STATIC
             )
         )
-    return 1 if problems else 0
+    if problems:
+        return 1
+    rejected = any(not decision.admitted for decision in decisions.values())
+    return 3 if args.fail_on_reject and rejected else 0

@@ -186,6 +186,10 @@ class KubeSource:
             failures = 1 if delivered else failures + 1
             self._pause(stop, failures, log, "watch.failed", failure or "stream closed without events")
 
+    def list_pods(self) -> tuple[Pod, ...]:
+        """This node's pods, listed once (for one-shot commands such as ``podpin reset``); raises on any failure."""
+        return self._list()[0]
+
     def _list(self) -> tuple[tuple[Pod, ...], str]:
         """One list call, parsed from the raw JSON (never the client's models)."""
         response = cast(

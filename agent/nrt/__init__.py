@@ -8,12 +8,16 @@ Public API:
 * :func:`node_resource_topology`, :func:`attributes_of`, :class:`Attributes`, :class:`AttributeName`,
   :func:`zone_name`, :func:`zone_numa`, :data:`ZONE_TYPE` — the object, pure
   (:mod:`.compute`);
-* :class:`NRTPublisher`, :func:`nrt_publisher_for` — the publishing thread
-  (:mod:`.publisher`; :class:`PublishResult` labels its metric), and
-  :class:`TopologyCalls` its API calls (:mod:`.calls`).
+
+The shell half is imported from its own modules, never from here:
+:class:`~agent.nrt.publisher.NRTPublisher` and
+:func:`~agent.nrt.publisher.nrt_publisher_for` (the publishing thread;
+:class:`~agent.nrt.publisher.PublishResult` labels its metric) and
+:class:`~agent.nrt.calls.TopologyCalls` (its API calls). They load the
+Kubernetes client, which ``podpin plan`` and ``podpin simulate`` (which compute
+the object) must not pay for: every sub-command is registered at start-up.
 """
 
-from agent.nrt.calls import TopologyCalls
 from agent.nrt.compute import (
     API_VERSION,
     KIND,
@@ -26,7 +30,6 @@ from agent.nrt.compute import (
     zone_numa,
 )
 from agent.nrt.occupancy import Amounts, Occupancy, occupancy_of
-from agent.nrt.publisher import NRTPublisher, PublishResult, has_extended_resources, nrt_publisher_for
 
 __all__ = [
     "API_VERSION",
@@ -35,14 +38,9 @@ __all__ = [
     "Amounts",
     "AttributeName",
     "Attributes",
-    "NRTPublisher",
     "Occupancy",
-    "PublishResult",
-    "TopologyCalls",
     "attributes_of",
-    "has_extended_resources",
     "node_resource_topology",
-    "nrt_publisher_for",
     "occupancy_of",
     "zone_name",
     "zone_numa",

@@ -7,10 +7,13 @@ turns the text of manifest files (YAML or JSON) into those raw dicts, for
 ``podpin plan`` and the directory source.
 """
 
+from agent.pods.cpu_limits import cfs_quota, container_cpu_limit, pod_cpu_limit
 from agent.pods.eligibility import (
+    CPUEligibility,
     container_exclusive_cpus,
     container_memory_eligible,
     container_memory_requests,
+    cpu_eligibility,
     is_equivalent_guaranteed,
     pod_level_cpus,
     pod_level_memory,
@@ -24,6 +27,7 @@ from agent.pods.resources import ContainerKind, Resources, ResourceSpec
 
 __all__ = [
     "MANIFEST_SUFFIXES",
+    "CPUEligibility",
     "ContainerKind",
     "ContainerState",
     "ContainerView",
@@ -33,13 +37,17 @@ __all__ = [
     "QOSClass",
     "ResourceSpec",
     "Resources",
+    "cfs_quota",
+    "container_cpu_limit",
     "container_exclusive_cpus",
     "container_memory_eligible",
     "container_memory_requests",
+    "cpu_eligibility",
     "effective_requests",
     "is_equivalent_guaranteed",
     "on_node",
     "parse_manifest",
+    "pod_cpu_limit",
     "pod_from_dict",
     "pod_level_cpus",
     "pod_level_memory",

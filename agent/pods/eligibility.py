@@ -21,6 +21,11 @@ means no CPU bubble at all.
 Comparisons use the planner's integers (millicores, bytes), the granularity the
 kubelet itself reads CPU requests at.
 
+:func:`cpu_eligibility` answers the same question as
+:func:`container_exclusive_cpus` with *why*: the first test a container fails,
+as a :class:`CPUEligibility`, so plans, logs and Events can say it (the planner
+turns it into the container's pool reason). The hot path keeps the plain count.
+
 Whether the pod-level path is *used* also depends on the node's configuration
 (manager policies; ``docs/kubelet-semantics.md``, "When the pod-level path is
 used"); :func:`uses_pod_level_path` answers
@@ -29,6 +34,7 @@ only the pod's part of that question.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from types import MappingProxyType
 
 from agent.pods.model import ContainerView, PodView
@@ -36,6 +42,8 @@ from agent.pods.qos import QOSClass
 from agent.pods.resources import Resources, is_hugepages
 
 __all__ = [
+    "CPUEligibility",
+    "cpu_eligibility",
     "is_equivalent_guaranteed",
     "container_exclusive_cpus",
     "container_memory_eligible",
@@ -64,6 +72,39 @@ def is_equivalent_guaranteed(container: ContainerView) -> bool:
     """``IsContainerEquivalentQOSGuaranteed``: cpu and memory each requested (non-zero) at their limit."""
     requests, limits = container.resources.requests, container.resources.limits
     return all(requests.get(name, 0) != 0 and requests.get(name) == limits.get(name) for name in ("cpu", "memory"))
+
+
+class CPUEligibility(StrEnum):
+    """Why a container gets exclusive CPUs or not: the first of the kubelet's tests it fails, in their order."""
+
+    WHOLE_CPUS = "whole_cpus"
+    """Eligible: a Guaranteed pod (and, with pod-level resources, an equivalent Guaranteed container), whole CPUs."""
+    POD_NOT_GUARANTEED = "pod_not_guaranteed"
+    NO_CPU_REQUEST = "no_cpu_request"
+    CPU_REQUEST_NOT_LIMIT = "cpu_request_not_limit"
+    NO_MEMORY_REQUEST = "no_memory_request"
+    MEMORY_REQUEST_NOT_LIMIT = "memory_request_not_limit"
+    CPU_NOT_WHOLE = "cpu_not_whole"
+
+
+def cpu_eligibility(pod: PodView, container: ContainerView) -> CPUEligibility:
+    """Why :func:`container_exclusive_cpus` gives this container CPUs or not (``WHOLE_CPUS`` iff it gives some)."""
+    if pod.qos != _GUARANTEED:
+        return CPUEligibility.POD_NOT_GUARANTEED
+    requests, limits = container.resources.requests, container.resources.limits
+    if pod.has_pod_level_resources:
+        if requests.get("cpu", 0) == 0:
+            return CPUEligibility.NO_CPU_REQUEST
+        if requests.get("cpu") != limits.get("cpu"):
+            return CPUEligibility.CPU_REQUEST_NOT_LIMIT
+        if requests.get("memory", 0) == 0:
+            return CPUEligibility.NO_MEMORY_REQUEST
+        if requests.get("memory") != limits.get("memory"):
+            return CPUEligibility.MEMORY_REQUEST_NOT_LIMIT
+    millis = requests.get("cpu", 0)
+    if millis == 0:
+        return CPUEligibility.NO_CPU_REQUEST
+    return CPUEligibility.WHOLE_CPUS if _whole_cpus(millis) else CPUEligibility.CPU_NOT_WHOLE
 
 
 def container_exclusive_cpus(pod: PodView, container: ContainerView) -> int:

@@ -3,8 +3,10 @@
 One structured line per decision, naming node, namespace, pod, uid and, where
 it applies, container, pool, CPUs, NUMA nodes, ``cpu.max`` and reason. Events
 go on the pod: a Warning with the kubelet's reason and message when a pod is
-rejected, a Warning when its cgroups cannot be written, a Normal ``Pinned``
-summary once per pod. Each Warning is posted once per distinct message (the
+rejected (followed by the pod's whole request and what was free), a Warning
+when its cgroups cannot be written, a Normal ``Pinned`` summary once per pod
+saying where each container runs and why. The words come from
+``agent/render/reasons.py``. Each Warning is posted once per distinct message (the
 recorder aggregates repeats); posting never blocks the pinning path.
 
 Every cgroup failure other than a cgroup that vanished (its container exited)
@@ -30,10 +32,19 @@ from agent.metrics import AgentMetrics
 from agent.pods import ContainerKind
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
+from agent.render.reasons import reason_text, rejection_text
 
-__all__ = ["Reporter", "EventSink"]
+__all__ = ["MAX_EVENT_MESSAGE", "Reporter", "EventSink", "event_message", "pinned_summary"]
 
 PodRef = tuple[str, str, str]
+
+#: Longest Event message podpin posts (the size events.k8s.io allows a note); longer ones end in "…".
+MAX_EVENT_MESSAGE = 1024
+
+
+def event_message(text: str) -> str:
+    """``text``, cut to :data:`MAX_EVENT_MESSAGE` characters."""
+    return text if len(text) <= MAX_EVENT_MESSAGE else text[: MAX_EVENT_MESSAGE - 1] + "…"
 
 
 class EventSink(Protocol):
@@ -49,20 +60,24 @@ def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
 
 
 def pinned_summary(pod: PodPlan) -> str:
-    """One line for the ``Pinned`` Event: each exclusive slice, the pod pool and who shares it."""
-    shared = [c.name for c in pod.containers if c.pool == Pool.POD_SHARED]
-    parts = [
-        f"{c.name}: CPUs {c.cpus} exclusive (NUMA {','.join(map(str, c.numa))})"
-        for c in pod.containers
-        if c.pool == Pool.EXCLUSIVE and c.kind != ContainerKind.INIT
-    ]
-    if shared:
-        pool = next(c.cpus for c in pod.containers if c.pool == Pool.POD_SHARED)
-        parts.append(f"{', '.join(shared)}: pod shared pool {pool}")
-    node = [c.name for c in pod.containers if c.pool == Pool.NODE_SHARED]
-    if node:
-        parts.append(f"{', '.join(node)}: node shared pool")
-    return "; ".join(parts) or "no exclusive CPUs"
+    """One line for the ``Pinned`` Event: where each container runs and why (finished init containers left out).
+
+    e.g. ``database on 1-2,17-18 (NUMA 0): exclusive: 4 whole CPUs, cpu and memory request == limit → a slice
+    of the pod's CPUs; envoy on 3,19: cpu request 100m ≠ limit 1500m: not eligible for exclusive CPUs → pod shared
+    pool``.
+    """
+    parts = []
+    for c in pod.containers:
+        if c.kind == ContainerKind.INIT and c.pool == Pool.EXCLUSIVE:
+            continue
+        if c.pool == Pool.EXCLUSIVE:
+            where = f" on {c.cpus} (NUMA {','.join(map(str, c.numa))})"
+        elif c.pool == Pool.POD_SHARED:
+            where = f" on {c.cpus}"
+        else:
+            where = ""
+        parts.append(f"{c.name}{where}: {reason_text(c.reason)}")
+    return event_message("; ".join(parts) or "no containers")
 
 
 class Reporter:
@@ -94,7 +109,9 @@ class Reporter:
         fields: dict[str, Any] = {"numa": list(decision.numa_affinity or ())}
         if plan is not None:
             fields["bubble"] = str(plan.bubble) if plan.bubble is not None else None
-            fields["containers"] = {c.name: {"pool": c.pool, "cpus": str(c.cpus)} for c in plan.containers}
+            fields["containers"] = {
+                c.name: {"pool": c.pool, "cpus": str(c.cpus), "reason": reason_text(c.reason)} for c in plan.containers
+            }
         if decision.kept_observed:
             fields["kept_running_cpus"] = list(decision.kept_observed)
         self.log.info("pod.admitted", namespace=decision.namespace, pod=decision.name, uid=decision.uid, **fields)
@@ -105,6 +122,7 @@ class Reporter:
         self.metrics.admission_errors.labels(reason=decision.reason or "UnexpectedAdmissionError").inc()
         if decision.reason in ("SMTAlignmentError", "UnexpectedAdmissionError"):
             self.metrics.pinning_errors.inc()
+        request = rejection_text(decision.facts) if decision.facts is not None else None
         self.log.warning(
             "pod.rejected",
             namespace=decision.namespace,
@@ -112,9 +130,15 @@ class Reporter:
             uid=decision.uid,
             reason=decision.reason,
             message=decision.message,
+            request=request,
             pool=Pool.NODE_SHARED,
         )
-        self._warn_once(_ref(decision), decision.reason or "UnexpectedAdmissionError", decision.message or "")
+        message = decision.message or ""
+        self._warn_once(
+            _ref(decision),
+            decision.reason or "UnexpectedAdmissionError",
+            event_message(f"{message}; {request}" if request else message),
+        )
 
     def released(self, record: PodRecord) -> None:
         self._pinned.discard(record.uid)

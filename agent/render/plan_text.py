@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from agent.alloc import Plan, PodPlan, Pool
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind
+from agent.render.reasons import reason_text, rejection_text
 from agent.topology.model import Topology
 
 __all__ = ["render_plan_text", "owner_tags"]
@@ -39,6 +40,8 @@ def _pod_lines(pod: PodPlan, show_mems: bool) -> list[str]:
     head = f"{pod.namespace}/{pod.name}  (uid {pod.uid}, {pod.qos})"
     if not pod.admitted:
         lines = [f"{head}  REJECTED", f"  reason:  {pod.reason}", f"  message: {pod.message}"]
+        if pod.rejection is not None:
+            lines.append(f"  request: {rejection_text(pod.rejection)}")
         lines.append("  its containers keep running in the node shared pool")
         return lines
     facts = []
@@ -47,7 +50,7 @@ def _pod_lines(pod: PodPlan, show_mems: bool) -> list[str]:
     if pod.bubble is not None:
         facts.append(f"pod CPUs {pod.bubble}")
     lines = [f"{head}  admitted" + (f"  {'  '.join(facts)}" if facts else "")]
-    header = ["CONTAINER", "KIND", "POOL", "CPUS", "NUMA"] + (["MEMS"] if show_mems else []) + ["CPU.MAX"]
+    header = ["CONTAINER", "KIND", "POOL", "CPUS", "NUMA"] + (["MEMS"] if show_mems else []) + ["CPU.MAX", "WHY"]
     rows = [header]
     for c in pod.containers:
         mems = c.desired.cpuset_mems
@@ -55,6 +58,7 @@ def _pod_lines(pod: PodPlan, show_mems: bool) -> list[str]:
         if show_mems:
             row.append(str(mems) if mems is not None else "-")
         row.append(c.desired.cpu_max or "-")
+        row.append(reason_text(c.reason))
         rows.append(row)
     return lines + _table(rows, "  ")
 

@@ -66,23 +66,29 @@ def _more_passes(agent: Agent, n: int) -> None:
 
 
 def test_rejection_is_one_warning_with_the_kubelet_reason_and_message(node: AgentNode, api: ApiServerEmulator) -> None:
-    """A pod that cannot fit gets one Warning whose reason and message are the kubelet's, however many passes run."""
+    """A pod that cannot fit gets one Warning: the kubelet's reason and message, then the pod's whole request and
+    what each NUMA node had free (a 40-CPU pod is not "requested=9, available=0"), however many passes run."""
     add(node, api, gu("huge", "40"))
     with capture_logs() as logs, running(agent_for(node, api)) as agent:
         wait_until(lambda: api.events, what="the Event")
         _more_passes(agent, 3)
     message = (
-        "Allocate failed due to not enough cpus available to satisfy request: requested=9, available=0, "
+        "Allocate failed due to not enough cpus available to satisfy request: requested=40, available=31, "
         "which is unexpected"
     )
-    assert ([("huge", "Warning", "UnexpectedAdmissionError", message, 1)], [message]) == (
+    request = (
+        "pod requests 40 exclusive CPUs; containers: app cpu 40 memory 1Gi (40 exclusive); "
+        "free for exclusive use: NUMA 0 15 CPUs, NUMA 1 16 CPUs"
+    )
+    assert ([("huge", "Warning", "UnexpectedAdmissionError", f"{message}; {request}", 1)], [(message, request)]) == (
         events(api),
-        [e["message"] for e in lines(logs, "pod.rejected")],
+        [(e["message"], e["request"]) for e in lines(logs, "pod.rejected")],
     )
 
 
 def test_pinned_is_posted_once_and_not_again_after_a_restart(node: AgentNode, api: ApiServerEmulator) -> None:
-    """One Normal Pinned summary per pod: not on every resync, not again when the agent restarts."""
+    """One Normal Pinned summary per pod, saying where each container runs and why: not on every resync, not again
+    when the agent restarts."""
     db = make_pod(
         "db",
         containers=[container("db", cpu="4", memory="1Gi"), container("proxy", cpu="100m", memory="64Mi")],
@@ -96,7 +102,10 @@ def test_pinned_is_posted_once_and_not_again_after_a_restart(node: AgentNode, ap
         _more_passes(agent, 3)
     with running(agent_for(node, api)) as agent:
         _more_passes(agent, 3)
-    summary = "db: CPUs 1-2,17-18 exclusive (NUMA 0); proxy: pod shared pool 16"
+    summary = (
+        "db on 1-2,17-18 (NUMA 0): exclusive: 4 whole CPUs, cpu and memory request == limit → a slice of the pod's "
+        "CPUs; proxy on 16: cpu 100m is not whole CPUs → pod shared pool"
+    )
     assert [("db", "Normal", "Pinned", summary, 1)] == events(api)
 
 
@@ -114,7 +123,8 @@ def test_pinned_waits_for_every_container_id(node: AgentNode, api: ApiServerEmul
         api.update_pod(started)
         wait_until(lambda: node.cpus(started, "app") == "1,17", what="web pinned")
         wait_until(lambda: api.events, what="the Event")
-    assert ([], [("web", "Normal", "Pinned", "app: CPUs 1,17 exclusive (NUMA 0)", 1)]) == (before, events(api))
+    summary = "app on 1,17 (NUMA 0): exclusive: 2 whole CPUs, request == limit (Guaranteed pod)"
+    assert ([], [("web", "Normal", "Pinned", summary, 1)]) == (before, events(api))
 
 
 def test_deleted_pod_is_released(node: AgentNode, api: ApiServerEmulator) -> None:

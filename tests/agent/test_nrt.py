@@ -14,7 +14,7 @@ import pytest
 import yaml
 from structlog.testing import capture_logs
 
-from agent.nrt import PublishResult
+from agent.nrt.publisher import PublishResult
 from tests.support.agentfixture import AgentNode, kubeconfig, lines, make_node, running, sample, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.paths import REPO

@@ -12,12 +12,14 @@ written values are compared here.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent.config import ASSUMED_RESERVATION
 from agent.cpuset import CPUSet
 from tests.support.agentfixture import PODPIN, AgentNode, json_lines, lines, make_node
 from tests.support.cgroupfs_builder import build_v1_tree
@@ -256,6 +258,23 @@ def test_malformed_pod_does_not_fail_the_run(tmp_path: Path) -> None:
 def _one_line(result: subprocess.CompletedProcess[str]) -> tuple[int, list[str]]:
     """Exit status and the non-JSON stderr lines (the one-line reason)."""
     return result.returncode, [line for line in result.stderr.splitlines() if not line.startswith("{")]
+
+
+def test_without_config_runs_on_the_built_in_defaults(tmp_path: Path) -> None:
+    """No --config: the built-in defaults are accepted (one CPU reserved, said in the log) and pin like the node's file.
+
+    The node's configuration file differs from the defaults only in the resync period and log level, so the tree
+    must end up as ``podpin plan`` with that file says.
+    """
+    node = _node(tmp_path, "systemd")
+    expected = _expected(node, _plan(node), node.files())
+    args = [a for a in node.cli_args("--once") if a not in ("--config", str(node.config_path))]
+    result = subprocess.run(
+        args, capture_output=True, text=True, timeout=30, check=False, env={**os.environ, "NODE_NAME": "node-1"}
+    )
+    logs = json_lines(result.stderr)
+    assumed = [e["assumption"] for e in lines(logs, "config.assumed")]
+    assert (0, [ASSUMED_RESERVATION], expected) == (result.returncode, assumed, node.files())
 
 
 def test_bad_config_exits_2_naming_the_key(tmp_path: Path) -> None:

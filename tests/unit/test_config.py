@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 
 from agent.alloc import PlannerConfig, PlannerError, TopologyManagerScope
-from agent.config import CONFIG_KEYS, AgentConfig, ConfigError, NRTSettings, config_from_mapping, load_config
+from agent.config import (
+    ASSUMED_RESERVATION,
+    CONFIG_KEYS,
+    AgentConfig,
+    ConfigError,
+    NRTSettings,
+    config_from_mapping,
+    load_config,
+)
 from agent.cpuset import CPUSet
 from agent.nri import NRIConfig
 from tests.support.paths import REPO
@@ -57,6 +65,34 @@ class TestDefaults:
     def test_reserved_cpu_count(self, data: dict[str, Any], reserved: int) -> None:
         """ceil(kube + system reserved cpu), or the size of reservedSystemCPUs which overrides them."""
         assert reserved == config_from_mapping(data, env={}).planner.num_reserved_cpus()
+
+    @pytest.mark.parametrize(
+        ("data", "reserved", "assumed"),
+        [
+            ({}, 1, True),
+            ({"systemReserved": {"memory": "1Gi"}}, 1, True),
+            ({"kubeReserved": {"cpu": "2"}}, 2, False),
+            ({"systemReserved": {"cpu": "1500m"}}, 2, False),
+            ({"reservedSystemCPUs": "0,16,17"}, 3, False),
+            ({"cpuManagerPolicy": "none"}, 0, False),
+        ],
+    )
+    def test_built_in_defaults_reserve_one_cpu(self, data: dict[str, Any], reserved: int, assumed: bool) -> None:
+        """The defaults are valid: without any CPU reservation the static policy reserves one CPU, and says so."""
+        config = config_from_mapping(data, env={})
+        assert (reserved, (ASSUMED_RESERVATION,) if assumed else ()) == (
+            config.planner.num_reserved_cpus(),
+            config.assumed,
+        )
+
+    def test_load_config_without_a_file_is_valid(self) -> None:
+        """``podpin run`` without --config: the built-in defaults load (they used to refuse themselves)."""
+        config = load_config(None, env={"NODE_NAME": "n"})
+        assert ("n", 1, 1000) == (
+            config.node_name,
+            config.planner.num_reserved_cpus(),
+            config.system_reserved["cpu"],
+        )
 
     def test_max_allowable_numa_nodes_reads_like_go_atoi(self) -> None:
         """A leading plus sign is accepted, as Go's strconv.Atoi accepts it."""
@@ -139,7 +175,7 @@ class TestDefaults:
         ({"reservedSystemCPUs": "0-x"}, "reservedSystemCPUs: invalid cpulist '0-x': 'x' is not a CPU id"),
         ({"systemReserved": {"cpu": "lots"}}, "systemReserved.cpu: invalid quantity 'lots'"),
         (
-            {"systemReserved": {}},
+            {"systemReserved": {"cpu": "0"}},
             (
                 "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + "
                 "kubereserved.cpu to be greater than zero"
@@ -262,8 +298,11 @@ def test_nri_section_reaches_the_agent_config() -> None:
 
 class TestKeyTable:
     def test_every_setting_is_filled_by_exactly_one_key(self) -> None:
-        """Each AgentConfig and PlannerConfig field comes from one table entry (the reserved CPU millis from two)."""
-        agent_fields = {f.name for f in dataclasses.fields(AgentConfig)} - {"planner"}
+        """Each AgentConfig and PlannerConfig field comes from one table entry (the reserved CPU millis from two).
+
+        ``assumed`` is not a setting: it says which value the checks across keys filled in.
+        """
+        agent_fields = {f.name for f in dataclasses.fields(AgentConfig)} - {"planner", "assumed"}
         planner_fields = {f"planner.{f.name}" for f in dataclasses.fields(PlannerConfig)}
         filled = [entry.field for entry in CONFIG_KEYS]
         assert sorted(filled) == sorted(set(filled))

@@ -14,7 +14,10 @@ The scenario plays API server (a ``--pods-dir``), kubelet and containerd (``agen
    container status later), each polled until its process is pinned; ``drift``: the database's cpuset
    rewritten by someone else (as a runtime update could), polled until the agent repairs it;
 6. ``metrics``; ``restart``: SIGKILL, start again, compare; ``lost_checkpoint``: SIGKILL, delete the
-   checkpoint, start again, compare; ``sigterm``: stop within 5 s; ``final``.
+   checkpoint, start again, compare; ``reset_refused``: ``podpin reset`` while the agent runs;
+   ``sigterm``: stop within 5 s; ``final``;
+7. ``reset``: ``podpin reset`` (the way out, also without capabilities) and what the kernel shows after it;
+   ``reset_again``: a second reset.
 
 Only observations are recorded; ``test_vm_agent.py`` states what they must be.
 """
@@ -331,6 +334,36 @@ class AgentScenario:
     def final(self, out: dict[str, Any]) -> None:
         out["observed"] = self.node.observe(self.pods.every)
 
+    def run_reset(self, out: dict[str, Any], log_name: str) -> None:
+        """``podpin reset`` over this node (no capabilities), its status and output."""
+        argv = unprivileged(podpin("reset", "--config", str(self.config), "--pods-dir", str(self.node.pods_dir)))
+        started = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=START_TIMEOUT, check=False)
+        out["seconds"] = round(time.monotonic() - started, 2)
+        out["returncode"] = proc.returncode
+        out["stdout"] = proc.stdout[-3000:]
+        out["stderr"] = proc.stderr[-1500:]
+        (self.sc.workdir / log_name).write_text(proc.stdout + proc.stderr)
+
+    def reset_refused(self, out: dict[str, Any]) -> None:
+        out["before"] = self.node.observe(self.pods.every)
+        self.run_reset(out, "reset-refused.log")
+        out["after"] = self.node.observe(self.pods.every)
+
+    def reset(self, out: dict[str, Any]) -> None:
+        self.run_reset(out, "reset.log")
+        out["online"] = Path("/sys/devices/system/cpu/online").read_text().strip()
+        out["observed"] = self.node.observe(self.pods.every)
+        out["qos_cpus"] = self.node.qos_cpus()
+        out["qos_effective"] = {
+            qos: str(cpus_effective(self.tree.qos_slice(qos))) for qos in ("burstable", "besteffort")
+        }
+        out["checkpoint_kept"] = self.node.checkpoint.is_file()
+
+    def reset_again(self, out: dict[str, Any]) -> None:
+        self.run_reset(out, "reset-again.log")
+        out["observed"] = self.node.observe(self.pods.every)
+
     def close(self) -> None:
         if self.agent is not None:
             self.agent.close()
@@ -354,8 +387,11 @@ def main() -> int:
         ("metrics", run.metrics),
         ("restart", run.restart),
         ("lost_checkpoint", run.lost_checkpoint),
+        ("reset_refused", run.reset_refused),
         ("sigterm", run.sigterm),
         ("final", run.final),
+        ("reset", run.reset),
+        ("reset_again", run.reset_again),
     )
     try:
         for name, step in steps:

@@ -32,7 +32,7 @@ from tests.vm.planexpect import (
     run_plan,
 )
 
-LAYOUTS = [VMConfig(cpus=8, nodes=2, timeout_s=300), VMConfig(cpus=8, nodes=4, timeout_s=300)]
+LAYOUTS = [VMConfig(cpus=8, nodes=2, timeout_s=420), VMConfig(cpus=8, nodes=4, timeout_s=420)]
 agent_run = harness.scenario_fixture("scenario_agent.py", params=LAYOUTS)
 
 PODS: E2EPods = e2e_pods()
@@ -335,3 +335,62 @@ class TestStop:
         """After the agent exited, every cgroup and affinity is as it was while it ran."""
         step = agent_run.step("final")
         assert agent_run.step("lost_checkpoint")["after"] == step["observed"], step.explain
+
+
+def _containers(observed: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """``pod/container`` -> one field, for every container scope the guest made (sandboxes included)."""
+    return {
+        f"{pod}/{name}": view[field]
+        for pod, views in observed.items()
+        for name, view in views.items()
+        if name != "(pod)"
+    }
+
+
+class TestReset:
+    """``podpin reset``, the way out: refused while the agent runs, then every CPU and every quota back."""
+
+    def test_refused_while_the_agent_runs(self, agent_run: GuestRun) -> None:
+        """With the agent running the reset exits 3, names the lock holder and changes nothing in the kernel."""
+        step = agent_run.step("reset_refused")
+        assert (3, True, step["before"]) == (
+            step["returncode"],
+            "another podpin process works on this node" in step["stderr"],
+            step["after"],
+        ), step.explain
+
+    def test_exits_zero_and_keeps_the_checkpoint(self, agent_run: GuestRun) -> None:
+        """Without capabilities, the reset restores the node (exit 0) and keeps the checkpoint for a re-install."""
+        step = agent_run.step("reset")
+        assert (0, "", True) == (step["returncode"], step["stderr"], step["checkpoint_kept"]), step.explain
+
+    def test_every_process_runs_on_every_online_cpu(self, agent_run: GuestRun) -> None:
+        """Every process (pinned, shared and sandbox alike) has every online CPU again: ``sched_getaffinity``."""
+        step = agent_run.step("reset")
+        affinity = _containers(step["observed"], "affinity")
+        assert dict.fromkeys(affinity, step["online"]) == affinity, step.explain
+
+    def test_every_cgroup_has_every_online_cpu_in_effect(self, agent_run: GuestRun) -> None:
+        """``cpuset.cpus.effective`` of every pod, container and QoS slice is every online CPU."""
+        step = agent_run.step("reset")
+        effective = _containers(step["observed"], "effective")
+        effective |= {f"{pod}/(pod)": views["(pod)"]["effective"] for pod, views in step["observed"].items()}
+        effective |= {f"qos/{qos}": value for qos, value in step["qos_effective"].items()}
+        assert dict.fromkeys(effective, step["online"]) == effective, step.explain
+
+    def test_cpu_max_is_the_kubelets_again(self, agent_run: GuestRun) -> None:
+        """Every container and pod cgroup holds the quota the kubelet set (``max`` lifted by podpin is gone)."""
+        step = agent_run.step("reset")
+        want = {pod_key(s): {c.name: c.kubelet_cpu_max for c in s.containers} for s in PODS.every}
+        want_pods = {pod_key(s): s.kubelet_cpu_max for s in PODS.every}
+        pods = {pod: views["(pod)"]["cpu.max"] for pod, views in step["observed"].items()}
+        assert (want, want_pods) == (observed(step, "cpu.max", PODS.every), pods), step.explain
+
+    def test_a_second_reset_writes_nothing(self, agent_run: GuestRun) -> None:
+        """Idempotent: the second reset exits 0, says there is nothing to restore, and the kernel shows the same."""
+        step = agent_run.step("reset_again")
+        assert (0, True, agent_run.step("reset")["observed"]) == (
+            step["returncode"],
+            "nothing to restore" in step["stdout"],
+            step["observed"],
+        ), step.explain

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology
+from agent.alloc.cpumanager.assignment.accumulator import not_enough
 from agent.alloc.cpumanager.hints import cpu_hints
 from agent.alloc.cpumanager.options import CPUPolicyOptions
 from agent.alloc.cpumanager.state import CPUState
@@ -204,8 +205,22 @@ class StaticCPUPolicy:
         return allocatable & self.topology.cpus_in_numa(*nodes)
 
     def allocate_cpus(self, state: CPUState, count: int, affinity: int | None, reusable: CPUSet) -> CPUSet:
-        """``allocateCPUs``: aligned CPUs first, the rest anywhere; removes the result from SHARED."""
+        """``allocateCPUs``: aligned CPUs first, the rest anywhere; removes the result from SHARED.
+
+        A request larger than everything allocatable fails up front with the whole
+        request and the whole supply. The kubelet fails the same requests, but in
+        its second take, after the aligned CPUs are taken, so its message gives the
+        remainder and what is left outside the hinted NUMA nodes ("requested=16,
+        available=0" for a 40-CPU pod whose hinted node had 24): true of that last
+        step, misleading about the pod (``docs/kubelet-semantics.md``,
+        "Known upstream problems podpin avoids").
+
+        Raises:
+            AllocationError: not enough CPUs.
+        """
         allocatable = self.available(state) | reusable
+        if count > len(allocatable):
+            raise not_enough(count, len(allocatable))
         result = CPUSet()
         if affinity is not None:
             aligned = self.aligned_cpus(affinity, allocatable)

@@ -128,20 +128,47 @@ class TestAdmission:
         assert "node_shared" == plan.container("proxy").pool
 
     def test_not_enough_cpus_is_unexpected_admission_error(self) -> None:
-        """An allocation that cannot fit is reported as the kubelet reports it.
+        """An allocation that cannot fit is reported with the kubelet's reason and the whole request and supply.
 
-        best-effort admits the all-nodes hint; allocateCPUs takes the 15 aligned CPUs
-        and then fails on the remainder, hence "requested=1, available=0".
+        The kubelet would take the 7 + 8 free CPUs of the all-nodes hint and fail on the remainder
+        ("requested=1, available=0"); podpin states the pod's 16 against the 15 it could have had.
         """
         p = planner()
         big = pod("big", containers=[container("c", cpu="16", memory="1Gi")])
         decision = p.admit(big)
-        assert "UnexpectedAdmissionError" == decision.reason
         assert (
-            "Allocate failed due to not enough cpus available to satisfy request: requested=1, available=0, "
-            "which is unexpected" == decision.message
+            "UnexpectedAdmissionError",
+            (
+                "Allocate failed due to not enough cpus available to satisfy request: requested=16, available=15, "
+                "which is unexpected"
+            ),
+            False,
+        ) == (decision.reason, decision.message, p.is_admitted(big.uid))
+
+    def test_rejection_states_the_whole_request_and_what_was_free(self) -> None:
+        """A refused pod carries its request (pod-level and per container) and the CPUs free per NUMA node."""
+        p = planner()
+        assert p.admit(pod("first", containers=[container("c", cpu="5", memory="1Gi")])).admitted
+        huge = pod(
+            "huge",
+            containers=[container("db", cpu="12", memory="4Gi"), container("proxy", cpu="100m", memory="64Mi")],
+            pod_resources=resources(cpu="13", memory="5Gi"),
         )
-        assert not p.is_admitted(big.uid)
+        facts = p.admit(huge).facts
+        assert facts is not None
+        assert (
+            13000,
+            5 * 2**30,
+            13,
+            [("db", 12000, 4 * 2**30, 12), ("proxy", 100, 64 * 2**20, 0)],
+            [(0, 2, None), (1, 8, None)],
+        ) == (
+            facts.pod_cpu,
+            facts.pod_memory,
+            facts.exclusive_cpus,
+            [(c.name, c.cpu, c.memory, c.exclusive_cpus) for c in facts.containers],
+            [(f.numa, f.cpus, f.memory) for f in facts.free],
+        )
 
     def test_node_shared_pool_never_emptied_with_strict_reservation(self) -> None:
         """With strict-cpu-reservation the last shared CPU is never handed out (kubelet #141196)."""

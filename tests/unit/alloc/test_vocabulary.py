@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from agent.alloc import AssignmentType, ContainerPlan, DesiredValues, PodPlan, Pool, assignment_type
+from agent.alloc import (
+    AssignmentType,
+    ContainerPlan,
+    DesiredValues,
+    PodPlan,
+    Pool,
+    PoolReason,
+    ReasonKind,
+    assignment_type,
+)
 from agent.cpuset import CPUSet
-from agent.pods import ContainerKind, QOSClass
+from agent.pods import ContainerKind, CPUEligibility, QOSClass
 
 
 def _pod(*, bubble: CPUSet | None, pool: Pool) -> tuple[PodPlan, ContainerPlan]:
@@ -18,6 +27,9 @@ def _pod(*, bubble: CPUSet | None, pool: Pool) -> tuple[PodPlan, ContainerPlan]:
         numa=(0,),
         container_id=None,
         desired=DesiredValues(),
+        reason=PoolReason(
+            kind=ReasonKind.EXCLUSIVE, pool=pool, eligibility=CPUEligibility.WHOLE_CPUS, qos=QOSClass.GUARANTEED
+        ),
     )
     pod = PodPlan(
         uid="u",
@@ -67,3 +79,9 @@ def test_container_kinds_and_qos_classes_are_the_api_spellings() -> None:
         [str(kind) for kind in ContainerKind],
         [str(qos) for qos in QOSClass],
     )
+
+
+def test_reason_kinds_and_eligibility_verdicts_are_snake_case() -> None:
+    """Reason kinds and eligibility verdicts (the JSON's reason_kind) are lower snake_case words."""
+    words = [str(kind) for kind in ReasonKind] + [str(verdict) for verdict in CPUEligibility]
+    assert [word for word in words if word.replace("_", "").isalpha() and word.islower()] == words

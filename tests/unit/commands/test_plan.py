@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from agent.cli import main
+from agent.config import ASSUMED_RESERVATION
 from tests.support.paths import REPO
 from tests.support.podfactory import container, make_pod, resources
 
@@ -32,11 +33,12 @@ def plan_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
 
 
 def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
-    """After pod-level resources: 4 exclusive CPUs for the database, a 2-CPU pod pool for the sidecars."""
+    """After pod-level resources: 4 exclusive CPUs for the database, a 2-CPU pod pool for the sidecars, and why."""
     result = plan_json(capsys, str(EXAMPLES / "pods" / "trading-engine-after.yaml"))
     assert {"cpus": "0-31", "reserved": "0", "shared_pool": "0,4-16,20-31"} == result["node"]
     pod = result["pods"][0]
     assert (True, [0], "1-3,17-19") == (pod["admitted"], pod["numa_affinity"], pod["bubble"])
+    shared = "cpu request {} ≠ limit {}: not eligible for exclusive CPUs → pod shared pool"
     assert [
         {
             "name": "database",
@@ -45,9 +47,32 @@ def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
             "cpus": "1-2,17-18",
             "mems": None,
             "cpu_max": "max 100000",
+            "reason": "exclusive: 4 whole CPUs, cpu and memory request == limit → a slice of the pod's CPUs",
+            "reason_kind": "exclusive",
+            "eligibility": "whole_cpus",
         },
-        {"name": "envoy", "kind": "app", "pool": "pod_shared", "cpus": "3,19", "mems": None, "cpu_max": None},
-        {"name": "log-collector", "kind": "app", "pool": "pod_shared", "cpus": "3,19", "mems": None, "cpu_max": None},
+        {
+            "name": "envoy",
+            "kind": "app",
+            "pool": "pod_shared",
+            "cpus": "3,19",
+            "mems": None,
+            "cpu_max": None,
+            "reason": shared.format("100m", "1500m"),
+            "reason_kind": "not_eligible",
+            "eligibility": "cpu_request_not_limit",
+        },
+        {
+            "name": "log-collector",
+            "kind": "app",
+            "pool": "pod_shared",
+            "cpus": "3,19",
+            "mems": None,
+            "cpu_max": None,
+            "reason": shared.format("50m", "500m"),
+            "reason_kind": "not_eligible",
+            "eligibility": "cpu_request_not_limit",
+        },
     ] == pod["containers"]
 
 
@@ -96,14 +121,14 @@ def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_without_config_plans_with_a_default_reservation(capsys: pytest.CaptureFixture[str]) -> None:
-    """No --config: the defaults plus one reserved CPU, said on stderr."""
+    """No --config: the built-in defaults, which reserve one CPU, said on stderr."""
     status, out, err = plan(capsys, "--topology", str(TOPOLOGY), str(EXAMPLES / "pods" / "trading-engine-after.yaml"))
     assert (0, True) == (status, "admitted" in out)
-    assert "podpin plan: no --config: planning with the defaults and systemReserved cpu=1" in err
+    assert f"podpin plan: assumed {ASSUMED_RESERVATION}\n" == err
 
 
 def test_rejection_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """A pod that cannot be placed is shown with the kubelet's reason and message; the exit status stays 0."""
+    """A pod that cannot be placed is shown with the kubelet's reason and message and its whole request; exit 0."""
     pod = make_pod(
         "full",
         containers=[container("a", cpu="3", memory="1Gi"), container("b", cpu="2", memory="1Gi"), container("c")],
@@ -112,9 +137,23 @@ def test_rejection_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     path = tmp_path / "full.yaml"
     path.write_text(yaml.safe_dump(pod))
     status, out, _ = plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(path))
-    assert 0 == status
-    assert (True, True) == ("default/full" in out, "REJECTED" in out)
-    assert "  reason:  EmptyPodSharedPoolError" in out
+    document = plan_json(capsys, str(path))["pods"][0]
+    request = (
+        "pod requests cpu 5 memory 5Gi: 5 CPUs of its own; containers: a cpu 3 memory 1Gi (3 exclusive), "
+        "b cpu 2 memory 1Gi (2 exclusive), c no requests; free for exclusive use: NUMA 0 15 CPUs, "
+        "NUMA 1 16 CPUs"
+    )
+    assert (0, True, True, True) == (
+        status,
+        "default/full" in out and "REJECTED" in out,
+        "  reason:  EmptyPodSharedPoolError" in out,
+        f"  request: {request}" in out,
+    )
+    assert (request, "5", [(0, 15, None), (1, 16, None)]) == (
+        document["rejection"]["text"],
+        document["rejection"]["pod_cpu"],
+        [(f["numa"], f["cpus"], f["memory"]) for f in document["rejection"]["free"]],
+    )
 
 
 def test_list_and_multi_document_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -166,3 +205,148 @@ def test_bad_config_or_topology_is_one_line(capsys: pytest.CaptureFixture[str], 
     )
     assert (2, 1) == (status, len(err.strip().splitlines()))
     assert err.startswith(message)
+
+
+def _write(tmp_path: Path, name: str, *docs: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_fail_on_reject_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--fail-on-reject``: a rejected pod makes the exit status 3; without rejections it stays 0."""
+    fits = _write(tmp_path, "fits.yaml", make_pod("fits", containers=[container("a", cpu="2", memory="1Gi")]))
+    huge = _write(tmp_path, "huge.yaml", make_pod("huge", containers=[container("a", cpu="40", memory="1Gi")]))
+    common = ["--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), "--fail-on-reject"]
+    statuses = [plan(capsys, *common, str(fits))[0], plan(capsys, *common, str(fits), str(huge))[0]]
+    without_flag = plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(huge))[0]
+    assert [0, 3, 0] == [*statuses, without_flag]
+
+
+def test_unreadable_input_wins_over_fail_on_reject(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """An unreadable file and a rejection together exit 1: the answer is incomplete."""
+    huge = _write(tmp_path, "huge.yaml", make_pod("huge", containers=[container("a", cpu="40", memory="1Gi")]))
+    status, _, _ = plan(
+        capsys, "--topology", str(TOPOLOGY), "--fail-on-reject", str(huge), str(tmp_path / "missing.yaml")
+    )
+    assert 1 == status
+
+
+def test_pods_are_admitted_in_creation_order(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Timestamps decide the admission order; equal timestamps keep the file order; pods without one come first."""
+    pods = [
+        make_pod("late", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:09Z"),
+        make_pod(
+            "tie-1", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:02Z"
+        ),
+        make_pod(
+            "early", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:01Z"
+        ),
+        make_pod(
+            "tie-2", containers=[container("a", cpu="1", memory="1Gi")], creation_timestamp="2026-01-01T00:00:02Z"
+        ),
+        make_pod("none", containers=[container("a", cpu="1", memory="1Gi")]),
+    ]
+    result = plan_json(capsys, str(_write(tmp_path, "pods.yaml", *pods)))
+    alone = plan_json(capsys, str(_write(tmp_path, "none.yaml", pods[4])))
+    # The plan lists pods in admission order, and the first admitted pod gets the CPUs a pod alone would get.
+    assert (["none", "early", "tie-1", "tie-2", "late"], alone["pods"][0]["containers"][0]["cpus"]) == (
+        [p["name"] for p in result["pods"]],
+        result["pods"][0]["containers"][0]["cpus"],
+    )
+
+
+def test_workload_templates_are_planned(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A Deployment's template is one pod, or up to ``--replicas N``; a StatefulSet's pods are numbered."""
+    template = {"spec": {"containers": [container("app", cpu="2", memory="1Gi")]}}
+    deployment = {"kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 3, "template": template}}
+    stateful = {"kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {"replicas": 2, "template": template}}
+    path = _write(tmp_path, "workloads.yaml", deployment, stateful)
+    one = plan_json(capsys, str(path))
+    many = plan_json(capsys, "--replicas", "2", str(path))
+    assert (["web-0", "db-0"], ["web-0", "web-1", "db-0", "db-1"], [True] * 4) == (
+        [p["name"] for p in one["pods"]],
+        [p["name"] for p in many["pods"]],
+        [p["admitted"] for p in many["pods"]],
+    )
+
+
+def test_replicas_must_be_a_positive_number(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--replicas 0`` is refused by the parser with status 2."""
+    with pytest.raises(SystemExit) as raised:
+        main(["plan", "--replicas", "0", str(EXAMPLES / "pods" / "web-burstable.yaml")])
+    assert (2, True) == (raised.value.code, "'0' must be at least 1" in capsys.readouterr().err)
+
+
+def test_explain_walks_through_one_pod(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--explain namespace/name``: instead of the plan, that pod's hints, merge, chosen nodes and CPUs taken."""
+    after = EXAMPLES / "pods" / "trading-engine-after.yaml"
+    status, out, _ = plan(
+        capsys,
+        "--topology",
+        str(TOPOLOGY),
+        "--config",
+        str(POD_SCOPE),
+        "--explain",
+        "trading/trading-engine",
+        str(after),
+    )
+    lines = out.splitlines()
+    assert (0, True, "hints for the pod:", "chosen NUMA nodes: 0", False) == (
+        status,
+        lines[0].startswith("trading/trading-engine  (uid "),
+        lines[4],
+        lines[9],
+        "CPU map" in out,
+    )
+
+
+@pytest.mark.parametrize("how", ["name", "file"])
+def test_explain_by_name_or_by_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str) -> None:
+    """A name only one pod has, or a file holding one pod, names the pod to explain; other pods are still admitted."""
+    first = _write(tmp_path, "first.yaml", make_pod("first", containers=[container("a", cpu="4", memory="1Gi")]))
+    second = _write(tmp_path, "second.yaml", make_pod("second", containers=[container("a", cpu="4", memory="1Gi")]))
+    target = "second" if how == "name" else str(second)
+    status, out, _ = plan(capsys, "--topology", str(TOPOLOGY), "--explain", target, str(first), str(second))
+    # "first" was admitted before, so the explained pod sees its 4 CPUs gone from NUMA 0.
+    assert (0, "default/second", "free for exclusive use: NUMA 0 11 CPUs, NUMA 1 16 CPUs") == (
+        status,
+        out.split()[0],
+        out.splitlines()[1].split("; ")[-1],
+    )
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("nobody", "--explain nobody: no pod match; name one as namespace/name (the pods are: default/a, default/b)"),
+        ("two.yaml", "2 pods match; name one as namespace/name (the file {dir}/two.yaml holds: default/a, default/b)"),
+    ],
+)
+def test_explain_names_exactly_one_pod(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, target: str, message: str
+) -> None:
+    """An --explain that matches no pod, or a file with several: exit 2, one line listing the candidates."""
+    two = _write(
+        tmp_path,
+        "two.yaml",
+        make_pod("a", containers=[container("x", cpu="1", memory="1Gi")]),
+        make_pod("b", containers=[container("x", cpu="1", memory="1Gi")]),
+    )
+    wanted = str(two) if target == "two.yaml" else target
+    status, out, err = plan(capsys, "--topology", str(TOPOLOGY), "--explain", wanted, str(two))
+    expected = message.format(dir=tmp_path)
+    assert (2, "", True) == (status, out, err.rstrip().endswith(expected))
+
+
+def test_explain_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--explain`` with ``--output json``: the pod's plan entry and the walk-through."""
+    after = EXAMPLES / "pods" / "trading-engine-after.yaml"
+    document = plan_json(capsys, "--explain", "trading/trading-engine", str(after))
+    assert (["explain", "pod"], "trading-engine", "best-effort", [0], True) == (
+        sorted(document),
+        document["pod"]["name"],
+        document["explain"]["policy"],
+        document["explain"]["numa_affinity"],
+        document["explain"]["steps"][0]["admitted"],
+    )

@@ -19,7 +19,8 @@ from prometheus_client import CollectorRegistry
 
 from agent.alloc import Planner
 from agent.config import AgentConfig, config_from_mapping
-from agent.nrt import NRTPublisher, PublishResult, TopologyCalls, has_extended_resources
+from agent.nrt.calls import TopologyCalls
+from agent.nrt.publisher import NRTPublisher, PublishResult, has_extended_resources
 from agent.podresources import PodResourcesClient
 from agent.pods import pod_from_dict
 from agent.topology.model import Topology

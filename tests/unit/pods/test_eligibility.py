@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 from agent.pods import (
+    CPUEligibility,
     container_exclusive_cpus,
     container_memory_eligible,
     container_memory_requests,
+    cpu_eligibility,
     pod_from_dict,
     pod_level_cpus,
     pod_level_memory,
@@ -145,6 +147,56 @@ def test_container_eligibility(raw: dict[str, Any], name: str, cpus: int, memory
     assert (cpus, memory) == (container_exclusive_cpus(pod, target), container_memory_eligible(pod, target))
 
 
+#: Why each container of ``_CONTAINERS`` gets exclusive CPUs or not (the first test it fails).
+_VERDICTS = {
+    "977m-is-not-integral": CPUEligibility.CPU_NOT_WHOLE,
+    "burstable-1000m-2000m": CPUEligibility.POD_NOT_GUARANTEED,
+    "integral-2": CPUEligibility.WHOLE_CPUS,
+    "integral-in-millis": CPUEligibility.WHOLE_CPUS,
+    "guaranteed-init-container": CPUEligibility.WHOLE_CPUS,
+    "guaranteed-sidecar": CPUEligibility.WHOLE_CPUS,
+    "besteffort-pod": CPUEligibility.POD_NOT_GUARANTEED,
+    "status-qos-burstable": CPUEligibility.POD_NOT_GUARANTEED,
+    "pod-level-cpu-only-container": CPUEligibility.NO_MEMORY_REQUEST,
+    "pod-level-equivalent-guaranteed": CPUEligibility.WHOLE_CPUS,
+    "pod-level-memory-only-eligible": CPUEligibility.CPU_NOT_WHOLE,
+    "pod-level-request-below-limit": CPUEligibility.CPU_REQUEST_NOT_LIMIT,
+    "pod-level-no-resources": CPUEligibility.NO_CPU_REQUEST,
+    "pod-level-zero-cpu": CPUEligibility.NO_CPU_REQUEST,
+    "pod-level-burstable-pod": CPUEligibility.POD_NOT_GUARANTEED,
+    "pod-level-sidecar": CPUEligibility.WHOLE_CPUS,
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "name", "verdict"), [pytest.param(r, n, _VERDICTS[i], id=i) for i, r, n, *_ in _CONTAINERS]
+)
+def test_cpu_eligibility_says_why(raw: dict[str, Any], name: str, verdict: CPUEligibility) -> None:
+    """cpu_eligibility names the first test a container fails, and is WHOLE_CPUS exactly when it gets CPUs."""
+    pod = pod_from_dict(raw)
+    target = pod.container(name)
+    assert (verdict, verdict is CPUEligibility.WHOLE_CPUS) == (
+        cpu_eligibility(pod, target),
+        container_exclusive_cpus(pod, target) > 0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("limits", "verdict"),
+    [
+        ({"memory_request": "1Gi", "memory_limit": "2Gi"}, CPUEligibility.MEMORY_REQUEST_NOT_LIMIT),
+        ({"cpu_request": "2", "cpu_limit": "3"}, CPUEligibility.CPU_REQUEST_NOT_LIMIT),
+        ({"cpu": "2500m"}, CPUEligibility.CPU_NOT_WHOLE),
+    ],
+)
+def test_pod_level_container_verdicts(limits: dict[str, str], verdict: CPUEligibility) -> None:
+    """Inside a pod-level Guaranteed pod: memory request ≠ limit, cpu request ≠ limit, fractional cpu."""
+    resources_of: dict[str, Any] = {"cpu": "4", "memory": "1Gi", **limits}
+    raw = make_pod(containers=[container("c", **resources_of)], pod_resources=resources(cpu="8", memory="8Gi"))
+    pod = pod_from_dict(raw)
+    assert verdict == cpu_eligibility(pod, pod.container("c"))
+
+
 def test_container_memory_requests_are_memory_and_hugepages_above_zero() -> None:
     """The memory slice holds memory and every hugepages size requested, not cpu, devices or zero entries."""
     extra = {**_HP, "hugepages-1Gi": "0", "example.com/gpu": "1"}
@@ -211,6 +263,15 @@ def test_classic_vector_pods(case: dict[str, Any]) -> None:
     vector = case["pod"]["init_containers"] + case["pod"]["containers"]
     expected = (case["pod"]["derived_qos"], [c["derived_exclusive_cpus"] for c in vector])
     assert expected == (pod.qos, [container_exclusive_cpus(pod, c) for c in pod.all_containers])
+
+
+@pytest.mark.parametrize("case", _vector_pods(pod_level=False) + _vector_pods(pod_level=True))
+def test_vector_pods_verdicts_agree_with_the_counts(case: dict[str, Any]) -> None:
+    """On every kubelet vector pod, cpu_eligibility is WHOLE_CPUS exactly where container_exclusive_cpus is > 0."""
+    pod = pod_from_dict(from_vector(case["pod"]))
+    assert [container_exclusive_cpus(pod, c) > 0 for c in pod.all_containers] == [
+        cpu_eligibility(pod, c) is CPUEligibility.WHOLE_CPUS for c in pod.all_containers
+    ]
 
 
 @pytest.mark.parametrize("case", [c for c in _vector_pods(pod_level=True) if c.values[0]["expect_error"] is None])

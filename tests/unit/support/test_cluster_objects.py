@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from agent.nrt import TopologyCalls
+from agent.nrt.calls import TopologyCalls
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.paths import REPO
 

@@ -1,0 +1,1 @@
+"""Tests of the renderings for people and programs (``agent.render``)."""
