@@ -79,6 +79,7 @@ class AgentConfig:
     log_level: str = "info"
     log_format: str = "auto"
     cgroup_watch: str = "auto"
+    runtime_root: Path = Path("/")  # where the runtimes' state is (run/containerd, run/containers): --runtime-root
 
     def num_reserved_cpus(self) -> int:
         """How many CPUs are reserved: |reservedSystemCPUs| if set, else ceil(kube + system reserved cpu)."""
@@ -111,6 +112,7 @@ _STRINGS = (
     "stateDir",
     "kubeletCPUManagerStatePath",
     "metricsBindAddress",
+    "runtimeRoot",
 )
 
 #: Every key the configuration file may hold.
@@ -289,6 +291,7 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
         log_level=data.get("logLevel", "info"),
         log_format=data.get("logFormat", "auto"),
         cgroup_watch=data.get("cgroupWatch", "auto"),
+        runtime_root=Path(data.get("runtimeRoot", "/")),
     )
     _check_bind_address(config.metrics_bind_address)
     if config.cpu_manager_policy == "static" and config.num_reserved_cpus() == 0:

@@ -47,6 +47,8 @@ __all__ = [
     "ADMISSION_ERROR_REASONS",
     "EVENT_TYPES",
     "EVENT_RESULTS",
+    "IDENTITY_SOURCES",
+    "IDENTITY_ERROR_REASONS",
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
@@ -73,6 +75,20 @@ ADMISSION_ERROR_REASONS = (
 EVENT_TYPES = ("Normal", "Warning")
 #: What happened to a recorded Event (``agent.kube.events.EventOutcome``).
 EVENT_RESULTS = ("posted", "patched", "failed", "dropped")
+#: How a new container was named (``podpin_container_pins_total{source}``; ``agent.reconcile.identity``).
+IDENTITY_SOURCES = ("nri", "bundle", "status")
+#: Why a runtime bundle named no container (``podpin_runtime_identity_errors_total{reason}``; ``agent.runtime``).
+IDENTITY_ERROR_REASONS = (
+    "uid_mismatch",
+    "incomplete",
+    "malformed",
+    "missing_annotation",
+    "bad_annotation",
+    "oversize",
+    "not_regular",
+    "unreadable",
+    "invalid_id",
+)
 
 #: Admission runs the pure planner: typically well under a millisecond, seconds would mean a bug.
 ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -291,6 +307,8 @@ class AgentMetrics:
         kubelet_pinning: 1 when the kubelet's CPU manager is ``static`` (podpin then refuses to write).
         malformed_pods: pods that could not be read into a PodView, by ``reason``.
         source_errors: failures of the pod source (API errors, unreadable manifests).
+        container_pins: new container cgroups pinned to their planned set, by the ``source`` that named them.
+        runtime_identity_errors: container bundles that could not name their container, by ``reason``.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -339,10 +357,25 @@ class AgentMetrics:
             "kubelet_pinning", "1 when the kubelet's CPU manager pins CPUs itself (podpin does not write), else 0."
         )
         self.malformed_pods = counter("malformed_pods", "Pods that could not be read, by reason.", "reason")
+        self.container_pins = counter(
+            "container_pins",
+            "New container cgroups pinned to their planned set, by how the container was named "
+            "(nri, bundle: the runtime said; status: the pod status did).",
+            "source",
+        )
+        self.runtime_identity_errors = counter(
+            "runtime_identity_errors",
+            "Container bundles that could not name their container (or named another pod), by reason.",
+            "reason",
+        )
         self.source_errors = counter("source_errors", "Failures of the pod source.")
         # Closed label sets start at 0, so rate() and alerts work before the first occurrence.
         for reason in ADMISSION_ERROR_REASONS:
             self.admission_errors.labels(reason=reason)
+        for source in IDENTITY_SOURCES:
+            self.container_pins.labels(source=source)
+        for reason in IDENTITY_ERROR_REASONS:
+            self.runtime_identity_errors.labels(reason=reason)
         for event_type in EVENT_TYPES:
             for result in EVENT_RESULTS:
                 self.events.labels(type=event_type, result=result)

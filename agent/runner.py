@@ -44,6 +44,7 @@ from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
+from agent.runtime.bundle import BundleReader
 from agent.render.plan_json import plan_to_dict
 from agent.server import AgentServer, BindError
 from agent.state_store import StateStore
@@ -68,6 +69,7 @@ class RunOptions:
     cgroup_root: Path | None = None
     state_dir: Path | None = None
     metrics_bind_address: str | None = None
+    runtime_root: Path | None = None
     dry_run: bool = False
     once: bool = False
 
@@ -84,6 +86,8 @@ def _configure(options: RunOptions) -> AgentConfig:
         overrides["state_dir"] = options.state_dir
     if options.metrics_bind_address is not None:
         overrides["metrics_bind_address"] = options.metrics_bind_address
+    if options.runtime_root is not None:
+        overrides["runtime_root"] = options.runtime_root
     if options.dry_run:
         overrides["dry_run"] = True
     config = replace(config, **overrides)
@@ -138,6 +142,7 @@ class Agent:
             kubelet=lambda: read_kubelet_cpu_policy(self.config.kubelet_cpu_manager_state_path),
             dry_run=self.config.dry_run,
             rebuild=rebuild,
+            bundles=BundleReader(self.config.runtime_root),
         )
         self.source = self._source(api)
         watch_mode = "auto" if self.config.cgroup_watch == "off" else self.config.cgroup_watch
@@ -290,6 +295,7 @@ class Agent:
             "agent.started",
             dry_run=self.config.dry_run,
             cgroup_root=str(self.config.cgroup_root),
+            runtime_root=str(self.config.runtime_root),
             driver=str(self.layout.driver),
             watcher=self.watcher.mode if self.config.cgroup_watch != "off" else "off",
             online=str(self.topology.online_cpus),
@@ -309,7 +315,9 @@ class Agent:
             if self.options.once and self.reconciler.passes == 0 and time.monotonic() - started > 3 * period:
                 self.failure = f"no pod list from the pod source within {3 * period:g}s (3 x reconcilePeriod)"
                 return 2
-            timeout = max(0.0, min(1.0, next_resync - time.monotonic()))
+            recheck_at = self.reconciler.next_recheck()  # a container bundle to read again soon
+            wake = next_resync if recheck_at is None else min(next_resync, recheck_at)
+            timeout = max(0.0, min(1.0, wake - time.monotonic()))
             try:
                 item = self._queue.get(timeout=timeout)
             except queue.Empty:
@@ -323,11 +331,12 @@ class Agent:
                     except queue.Empty:
                         break
             now = time.monotonic()
+            rechecked = self.reconciler.recheck(now)
             if now >= next_resync:
                 next_resync = now + period
                 self._check_cpus()
                 self.reconciler.request_full()
-            elif item is None or item[0] == "stop":
+            elif (item is None or item[0] == "stop") and not rechecked:
                 continue
             if self.reconciler.run_pass():
                 self.metrics.ready.set(1 if self.ready()[0] else 0)

@@ -205,4 +205,5 @@ def test_contract_keys() -> None:
         "logLevel",
         "logFormat",
         "cgroupWatch",
+        "runtimeRoot",
     } == set(CONFIG_KEYS)

@@ -3,7 +3,8 @@
 Each pass does, in order:
 
 1. read the pods the sources reported (malformed ones are reported and skipped,
-   a status containerID that can name no cgroup is reported);
+   a status containerID that can name no cgroup is reported) and state what
+   their statuses say in the identity book (``identity.py``);
 2. release pods that are gone or terminal, then admit new pods in creation
    order (a rejected pod is tried again only after some pod released CPUs).
    When the state is rebuilt from the live cgroups, the pods whose cgroups
@@ -16,6 +17,9 @@ Each pass does, in order:
    pools), only the pods something happened to otherwise (a new container
    cgroup, a new containerID in a pod status), which is what keeps the pin
    latency in milliseconds.
+
+Who a container cgroup is comes from the identity book: NRI, the runtime's
+bundle (read when the cgroup appears, ``naming.py``), else the pod status.
 
 The reconciler never decides who gets which CPU (the planner does) and never
 blocks on the API server (Events are queued by the recorder). Nothing here
@@ -42,9 +46,12 @@ from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.pods.model import PodView
 from agent.metrics import Snapshot
+from agent.reconcile.identity import IdentityBook, IdentitySource, status_identities
+from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
-from agent.reconcile.reporter import Reporter
-from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id
+from agent.reconcile.reporter import PodRef, Reporter
+from agent.reconcile.targets import Target, plan_targets, pod_targets
+from agent.runtime.bundle import BundleReader
 from agent.state_store import StateStore
 from agent.topology.model import Topology
 
@@ -67,6 +74,7 @@ class Reconciler:
         kubelet: Callable[[], KubeletCPUPolicy],
         dry_run: bool = False,
         rebuild: bool = False,
+        bundles: BundleReader | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.planner = planner
@@ -78,6 +86,13 @@ class Reconciler:
         self.dry_run = dry_run
         self.clock = clock
         self.pods = PodCache()
+        self.identities = IdentityBook()
+        self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
+        self.namer = (
+            BundleNamer(self.identities, bundles, on_error=self._identity_error, log=self.log, clock=clock)
+            if bundles is not None
+            else None
+        )
         self._rebuild = rebuild
         self._observations: dict[str, Observed] = {}
         self._decisions: dict[str, Decision] = {}
@@ -92,7 +107,6 @@ class Reconciler:
         self.snapshot: Snapshot | None = None
         self.passes = 0
         self.blocked: str | None = None
-        self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
         if not rebuild:
             self.reporter.mark_pinned(planner.snapshot().pods)
 
@@ -115,6 +129,8 @@ class Reconciler:
             # Only this container and its pod cgroup need writing: re-applying every
             # sibling would make a new container wait on reads of all of them.
             self._new_cgroups.setdefault(event.uid, set()).add(event.path)
+            if self.namer is not None:
+                self.namer.identify(event.uid, event.container_id, event.runtime, event.path)
         elif isinstance(event, PodCgroupAppeared):
             self._dirty.add(event.uid)
         elif isinstance(event, CgroupRemoved):
@@ -122,6 +138,29 @@ class Reconciler:
             self._controllers.discard(event.path)
             for key in [k for k in self._applied if k[0] == event.path]:
                 del self._applied[key]
+            parsed = self.layout.parse_container_dir(event.path.name)
+            if parsed is not None and self.namer is not None:
+                self.namer.forget(parsed[1])
+
+    # -- container identity from the runtime's bundles ------------------------------------------
+    def next_recheck(self) -> float | None:
+        """When a bundle that was not complete is due to be read again (``clock()`` time), or None."""
+        return self.namer.next_recheck() if self.namer is not None else None
+
+    def recheck(self, now: float | None = None) -> bool:
+        """Read again the bundles that are due; True when any was (the caller then runs a pass)."""
+        if self.namer is None:
+            return False
+        due = self.namer.recheck(self.clock() if now is None else now)
+        for pod_key, path in due:
+            self._new_cgroups.setdefault(pod_key, set()).add(path)
+        return bool(due)
+
+    def _identity_error(self, pod_key: str, runtime_id: str, path: Path, reason: str, message: str) -> None:
+        pod: PodRef | None = None
+        if self.snapshot is not None:
+            pod = next(((p.namespace, p.name, p.uid) for p in self.snapshot.plan.pods if p.cgroup_key == pod_key), None)
+        self.reporter.identity_error(reason, message, path=path, container_id=runtime_id, pod=pod)
 
     def request_full(self) -> None:
         """The next pass rewrites everything (periodic resync, drift repair)."""
@@ -150,6 +189,7 @@ class Reconciler:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
+        self.identities.replace(IdentitySource.STATUS, status_identities(views))
         if self._rebuild:
             self._rebuild = False
             self._observations = self._observe_live(views)
@@ -234,14 +274,16 @@ class Reconciler:
         except (CgroupError, OSError) as err:
             self.log.error("cgroup.scan_failed", error=str(err))
             return observed
+        if self.namer is not None:
+            self.namer.identify_live(live, complete=False)
         for scanned in live:
             view = by_uid.get(scanned.uid)
             if view is None:
                 continue
-            names = {runtime_id(c.container_id): c.name for c in view.all_containers}
             containers: dict[str, CPUSet] = {}
             for child in scanned.containers:
-                name = names.get(child.id)
+                identity = self.identities.in_pod(scanned.uid, child.id)
+                name = identity.name if identity is not None else None
                 cpus = self._explicit_cpus(child.path)
                 if name is not None and cpus:
                     containers[name] = cpus
@@ -299,7 +341,9 @@ class Reconciler:
             except (CgroupError, OSError) as err:
                 self.log.error("cgroup.scan_failed", error=str(err))
                 live = []
-            return plan_targets(plan, live, self.layout, self._qos_levels()), live
+            if self.namer is not None:
+                self.namer.identify_live(live, complete=True)
+            return plan_targets(plan, live, self.layout, self._qos_levels(), self.identities), live
         targets: list[Target] = []
         live = []
         for pod in plan.pods:
@@ -311,7 +355,9 @@ class Reconciler:
             if scanned is None:
                 continue
             live.append(scanned)
-            found = pod_targets(pod, scanned, self.layout)
+            if self.namer is not None:
+                self.namer.identify_live([scanned], complete=False)
+            found = pod_targets(pod, scanned, self.layout, self.identities)
             if not dirty and new is not None:
                 found = [t for t in found if t.level == "pod" or t.path in new]
             targets.extend(found)
@@ -407,12 +453,16 @@ class Reconciler:
             seen = self._pending.get(target.path)
             if ok and seen is not None and not self.dry_run:
                 self.reporter.metrics.pin_latency.observe(max(0.0, now - seen))
+                self.reporter.metrics.container_pins.labels(source=target.source or "status").inc()
                 del self._pending[target.path]
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
             del self._pending[path]
         for pod in plan.pods:
             pinned = [c for c in pod.containers if c.pool != "node-shared" and c.kind != "init"]
-            if pinned and done_pods.get(pod.uid) and all(c.container_id for c in pinned) and not self.dry_run:
+            if not pinned or not done_pods.get(pod.uid) or self.dry_run:
+                continue
+            named = self.identities.named(pod.cgroup_key)
+            if all(c.name in named for c in pinned):
                 self.reporter.pinned(pod)
 
     def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[str, str, str], float]:
@@ -423,9 +473,10 @@ class Reconciler:
             pod = by_uid.get(scanned.uid)
             if pod is None:
                 continue
-            pools = {runtime_id(c.container_id): c.pool for c in pod.containers}
+            pools = {c.name: c.pool for c in pod.containers}
             for child in scanned.containers:
-                pool = pools.get(child.id)
+                identity = self.identities.in_pod(scanned.uid, child.id)
+                pool = pools.get(identity.name) if identity is not None and identity.name is not None else None
                 if pool is None:
                     continue
                 try:

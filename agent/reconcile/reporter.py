@@ -32,9 +32,10 @@ from agent.metrics import AgentMetrics
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
 
-__all__ = ["Reporter", "EventSink"]
+__all__ = ["Reporter", "EventSink", "PodRef"]
 
 PodRef = tuple[str, str, str]
+"""A pod as Events name it: (namespace, name, uid)."""
 
 
 class EventSink(Protocol):
@@ -159,6 +160,21 @@ class Reporter:
             f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
             "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
         )
+
+    def identity_error(self, reason: str, message: str, *, path: Path, container_id: str, pod: PodRef | None) -> None:
+        """A container's runtime bundle cannot name it (or names another pod): it waits for the pod status."""
+        self.metrics.runtime_identity_errors.labels(reason=reason).inc()
+        fields: dict[str, Any] = {"path": str(path), "container_id": container_id, "reason": reason}
+        if pod is not None:
+            fields.update(namespace=pod[0], pod=pod[1], uid=pod[2])
+        self.log.error("runtime.identity_error", **fields, error=message)
+        if pod is not None:
+            self._warn_once(
+                pod,
+                "PodpinUnknownContainer",
+                f"podpin cannot tell from its runtime which container {container_id} is ({reason}): {message}; it "
+                "runs on the pod's shared set until the pod status names it",
+            )
 
     def malformed(self, bad: Malformed) -> None:
         key = bad.uid or f"{bad.namespace}/{bad.name}"

@@ -6,9 +6,10 @@ joins the two over the live tree (one ``scan`` of the kubepods hierarchy):
 * the burstable and besteffort QoS levels get the node shared pool;
 * a pod's cgroup gets the pod values (found at any QoS level, see
   ``CgroupLayout.find_pod``);
-* a container cgroup whose id appears in the pod status gets that container's
-  values; any other child of a managed pod (the sandbox, a container whose
-  status is not in yet) gets the pod's interim set.
+* a container cgroup gets that container's values when the identity book
+  (``identity.py``: NRI, the runtime's bundle, else the pod status) names it
+  as a container of this very pod; the sandbox, and any child not named yet
+  (or named by its runtime as part of another pod), gets the pod's interim set.
 
 Only cgroups that exist are targeted: a pod or container that has not started
 gets its values when its cgroup appears (the watcher tells).
@@ -19,13 +20,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from agent.alloc.plan import DesiredValues, Plan, PodPlan
 from agent.cgroups.fs import CgroupValues
 from agent.cgroups.layout import CgroupLayout, ContainerID, QOSClass, ScannedPod
 from agent.cgroups.errors import CgroupPathError
+from agent.reconcile.identity import Identity
+from agent.runtime.annotations import ContainerKind
 
-__all__ = ["Target", "plan_targets", "pod_targets", "runtime_id", "values_of"]
+__all__ = ["Names", "Target", "plan_targets", "pod_targets", "runtime_id", "values_of"]
+
+
+class Names(Protocol):
+    """Who a child cgroup of a pod is (the identity book)."""
+
+    def in_pod(self, pod_uid: str, runtime_id: str) -> Identity | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,10 +44,12 @@ class Target:
 
     path: Path
     values: CgroupValues
-    level: str  # "qos" | "pod" | "container" | "unidentified"
+    level: str  # "qos" | "pod" | "container" | "sandbox" | "unidentified"
     pod: PodPlan | None = None
     container: str | None = None
     container_id: str | None = None
+    source: str | None = None
+    """How a container or sandbox was named (``nri``, ``bundle``, ``status``); None when it was not."""
 
 
 def values_of(desired: DesiredValues) -> CgroupValues:
@@ -55,46 +67,45 @@ def runtime_id(container_id: str | None) -> str | None:
         return None
 
 
-def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout) -> list[Target]:
-    """Targets of one pod whose cgroup exists: the pod, its known containers, its unidentified children."""
+def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout, names: Names) -> list[Target]:
+    """Targets of one pod whose cgroup exists: the pod, its named containers, its sandbox and unnamed children."""
     targets: list[Target] = []
     if not pod.desired.is_empty():
         targets.append(Target(path=live.path, values=values_of(pod.desired), level="pod", pod=pod))
-    known: dict[str, tuple[str, DesiredValues, str]] = {}
-    for container in pod.containers:
-        cid = runtime_id(container.container_id)
-        if cid is not None:
-            known[cid] = (container.name, container.desired, container.container_id or "")
+    planned = {container.name: container for container in pod.containers}
     for child in live.containers:
-        entry = known.get(child.id)
-        if entry is not None:
-            name, desired, full_id = entry
-            if not desired.is_empty():
+        identity = names.in_pod(live.uid, child.id)
+        container = planned.get(identity.name) if identity is not None and identity.name is not None else None
+        if identity is not None and container is not None and identity.kind is ContainerKind.CONTAINER:
+            if not container.desired.is_empty():
                 targets.append(
                     Target(
                         path=child.path,
-                        values=values_of(desired),
+                        values=values_of(container.desired),
                         level="container",
                         pod=pod,
-                        container=name,
-                        container_id=full_id,
+                        container=container.name,
+                        container_id=identity.container_id,
+                        source=identity.source.value,
                     )
                 )
         elif pod.interim is not None:
+            sandbox = identity is not None and identity.kind is ContainerKind.SANDBOX
             targets.append(
                 Target(
                     path=child.path,
                     values=CgroupValues(cpuset_cpus=pod.interim),
-                    level="unidentified",
+                    level="sandbox" if sandbox else "unidentified",
                     pod=pod,
-                    container_id=child.id,
+                    container_id=identity.container_id if identity is not None else child.id,
+                    source=identity.source.value if identity is not None else None,
                 )
             )
     return targets
 
 
 def plan_targets(
-    plan: Plan, live: Iterable[ScannedPod], layout: CgroupLayout, qos_levels: Mapping[str, Path]
+    plan: Plan, live: Iterable[ScannedPod], layout: CgroupLayout, qos_levels: Mapping[str, Path], names: Names
 ) -> list[Target]:
     """Every target of the plan over the live tree.
 
@@ -103,6 +114,7 @@ def plan_targets(
         live: the pods found by ``scan(layout)``.
         layout: the node's layout.
         qos_levels: existing QoS level directories to confine ({"burstable": path, "besteffort": path}).
+        names: who each child cgroup is (the identity book).
     """
     targets = [
         Target(path=path, values=values_of(plan.qos_desired), level="qos")
@@ -113,5 +125,5 @@ def plan_targets(
     for scanned in live:
         pod = by_uid.get(scanned.uid)
         if pod is not None:
-            targets.extend(pod_targets(pod, scanned, layout))
+            targets.extend(pod_targets(pod, scanned, layout, names))
     return targets
