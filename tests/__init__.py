@@ -1,0 +1,1 @@
+"""podpin's test suite (a package, so shared helpers import as ``tests.support.<module>``)."""

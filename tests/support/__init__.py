@@ -1,0 +1,1 @@
+"""Shared test helpers: builders, emulators and factories used by several test directories."""

@@ -1,0 +1,1 @@
+"""Unit tests of pure and small modules, laid out like ``agent/``."""
