@@ -46,7 +46,7 @@ from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.pods.model import PodView
 from agent.metrics import Snapshot
-from agent.reconcile.identity import IdentityBook, IdentitySource, status_identities
+from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import PodRef, Reporter
@@ -87,6 +87,7 @@ class Reconciler:
         self.clock = clock
         self.pods = PodCache()
         self.identities = IdentityBook()
+        self._statuses = StatusFeed(self.identities)
         self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
         self.namer = (
             BundleNamer(self.identities, bundles, on_error=self._identity_error, log=self.log, clock=clock)
@@ -189,7 +190,7 @@ class Reconciler:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
-        self.identities.replace(IdentitySource.STATUS, status_identities(views))
+        self._statuses.update(views)
         if self._rebuild:
             self._rebuild = False
             self._observations = self._observe_live(views)

@@ -6,8 +6,8 @@ import pytest
 from podfactory import container_id, make_pod
 
 from agent.cgroups.layout import Runtime
-from agent.pods.model import pod_from_dict
-from agent.reconcile.identity import Identity, IdentityBook, IdentitySource, status_identities
+from agent.pods.model import PodView, pod_from_dict
+from agent.reconcile.identity import Identity, IdentityBook, IdentitySource, StatusFeed, status_identities
 from agent.runtime.annotations import ContainerKind
 
 POD_A = "aaaaaaaa-0000-4000-8000-00000000000a"
@@ -142,3 +142,53 @@ def test_container_id_spelling() -> None:
     """``container_id`` spells the status form when the runtime is known, else the bare id."""
     bare = Identity(runtime_id=RID, pod_uid=POD_A, kind=ContainerKind.SANDBOX, name=None, source=IdentitySource.NRI)
     assert (f"containerd://{RID}", RID) == (ident(IdentitySource.BUNDLE).container_id, bare.container_id)
+
+
+class TestStatusFeed:
+    """The statuses feed the book each pass; only changed pods are read again."""
+
+    @staticmethod
+    def _view(name: str, state: str = "running", cid: str | None = None) -> PodView:
+        raw = make_pod(name, containers=[("app", "1", "1", "1Gi", "1Gi")], states={"app": state})
+        if cid is not None:
+            raw["status"]["containerStatuses"][0]["containerID"] = cid
+        return pod_from_dict(raw)
+
+    def test_new_changed_and_gone_pods(self) -> None:
+        """A changed status replaces the pod's old id; a pod gone takes its ids with it."""
+        book = IdentityBook()
+        feed = StatusFeed(book)
+        a, b = self._view("a"), self._view("b")
+        feed.update([a, b])
+        first = {rid for rid in (_rid(a), _rid(b)) if book.lookup(rid) is not None}
+        a2 = self._view("a", cid=f"containerd://{'e' * 64}")
+        feed.update([a2])
+        actual = (first == {_rid(a), _rid(b)}, book.lookup(_rid(a)), book.lookup(_rid(b)), book.named(a2.cgroup_uid))
+        assert (True, None, None, frozenset({"app"})) == actual
+
+    def test_unchanged_views_are_not_read_again(self) -> None:
+        """The same view object again: nothing is re-learnt (an entry forgotten behind the feed stays forgotten)."""
+        book = IdentityBook()
+        feed = StatusFeed(book)
+        a = self._view("a")
+        feed.update([a])
+        book.forget(_rid(a))
+        feed.update([a])
+        assert book.lookup(_rid(a)) is None
+
+    def test_a_pod_dropping_an_id_another_pod_claims(self) -> None:
+        """Two statuses name one id: the pod that stops naming it does not take the other pod's entry away."""
+        book = IdentityBook()
+        feed = StatusFeed(book)
+        shared = f"containerd://{'c' * 64}"
+        a, b = self._view("a", cid=shared), self._view("b", cid=shared)
+        feed.update([a, b])
+        feed.update([self._view("a"), b])
+        found = book.lookup("c" * 64)
+        assert b.cgroup_uid == (found.pod_uid if found is not None else None)
+
+
+def _rid(view: PodView) -> str:
+    cid = view.all_containers[0].container_id
+    assert cid is not None
+    return cid.split("://")[1]
