@@ -24,12 +24,11 @@ from typing import Protocol
 
 from agent.alloc.plan import DesiredValues, Plan, PodPlan
 from agent.cgroups.fs import CgroupValues
-from agent.cgroups.layout import CgroupLayout, ContainerID, QOSClass, ScannedPod
-from agent.cgroups.errors import CgroupPathError
+from agent.cgroups.layout import CgroupLayout, QOSClass, ScannedPod
 from agent.reconcile.identity import Identity
 from agent.runtime.annotations import ContainerKind
 
-__all__ = ["Names", "Target", "plan_targets", "pod_targets", "runtime_id", "values_of"]
+__all__ = ["Names", "Target", "plan_targets", "pod_targets", "values_of"]
 
 
 class Names(Protocol):
@@ -55,16 +54,6 @@ class Target:
 def values_of(desired: DesiredValues) -> CgroupValues:
     """The writer's value type for a plan's desired values."""
     return CgroupValues(cpuset_cpus=desired.cpuset_cpus, cpuset_mems=desired.cpuset_mems, cpu_max=desired.cpu_max)
-
-
-def runtime_id(container_id: str | None) -> str | None:
-    """The bare runtime id of a status ``containerID`` (what names its cgroup), or None when absent or invalid."""
-    if not container_id:
-        return None
-    try:
-        return ContainerID.parse(container_id).id
-    except CgroupPathError:
-        return None
 
 
 def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout, names: Names) -> list[Target]:
