@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "p99_ms": summary["p99_ms"],
             "pinned": summary["pinned"],
             "max_ms": summary["max_ms"],
+            "started_after_p50_ms": summary.get("started_after_p50_ms"),
             "slowdown": factor,
             "native_p50_ms_est": None,
             "native_p99_ms_est": None,

@@ -35,7 +35,7 @@ from kubetree import CGROUP_ROOT, enable_controllers, read, write
 from agent.cpuset import CPUSet
 from agent.quantity import cpu_millis, memory_bytes
 
-__all__ = ["CRIKubelet", "PodRun", "first_view", "log_lines", "pod_cgroup_name"]
+__all__ = ["CRIKubelet", "PodRun", "first_view", "log_lines", "pod_cgroup_name", "probe_uptime"]
 
 _QOS_DIR = {"guaranteed": "", "burstable": "burstable", "besteffort": "besteffort"}
 
@@ -76,6 +76,17 @@ def first_view(path: Path) -> CPUSet | None:
     for line in log_lines(path):
         if line.startswith(ociimage.FIRST_VIEW_PREFIX + " "):
             return CPUSet.parse(line[len(ociimage.FIRST_VIEW_PREFIX) + 1 :].strip())
+    return None
+
+
+def probe_uptime(path: Path) -> float | None:
+    """The guest uptime (s) a probe container printed right after its first view, or None."""
+    for line in log_lines(path):
+        if line.startswith(ociimage.UPTIME_PREFIX + " "):
+            try:
+                return float(line[len(ociimage.UPTIME_PREFIX) + 1 :].strip())
+            except ValueError:
+                return None
     return None
 
 

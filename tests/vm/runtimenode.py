@@ -39,7 +39,7 @@ from agentpods import PodSpec, agent_config, kubelet_state_none
 from agentrun import free_port, http_get, log_events, metric_samples, started_line, unprivileged, wait_ready
 from background import Background, podpin
 from containerd import Containerd, ContainerdConfig, runtime_bin
-from crikubelet import CRIKubelet, PodRun, first_view
+from crikubelet import CRIKubelet, PodRun, first_view, probe_uptime
 from pinwindow import WindowObserver
 from runtimepods import manifest
 from scenario import wait_until
@@ -395,6 +395,7 @@ def container_records(
             if child is not None:
                 _wait(partial(child.first_time, expected), deadline)
             effective = (run.container_cgroup(name) / "cpuset.cpus.effective").read_text().strip()
+            uptime = probe_uptime(run.log_path(name))
             records.append(
                 {
                     "pod": run.spec.name,
@@ -406,6 +407,9 @@ def container_records(
                     "first_view_final": seen == expected,
                     "effective": effective,
                     "window_ms": None if child is None else child.window_ms(expected),
+                    "started_after_ms": None
+                    if child is None or uptime is None
+                    else round((uptime - child.appeared) * 1000, 1),
                     "values": [] if child is None else [v for _, v in child.values],
                     "bundle_at_appearance": None if child is None else child.bundle_at_appearance,
                 }

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from containerd import ContainerdConfig
 from cri import cri_api_pb2 as pb
-from crikubelet import first_view, log_lines, pod_cgroup_name
+from crikubelet import first_view, log_lines, pod_cgroup_name, probe_uptime
 from runtimenode import StatusWriter
 from runtimepods import cache_pod, manifest, story_pod
 
@@ -175,15 +175,15 @@ def test_containerd_config(nri: bool) -> None:
 
 
 def test_cri_log_first_view(tmp_path: Path) -> None:
-    """The probe's first view is read from a CRI-format log (timestamp, stream, tag, line)."""
+    """The probe's first view and uptime are read from a CRI-format log (timestamp, stream, tag, line)."""
     log = tmp_path / "0.log"
     log.write_text(
         "2026-01-01T00:00:00.000000001Z stdout F podpin-probe first-view 2-3,6\n"
         "2026-01-01T00:00:00.000000002Z stdout F podpin-probe uptime 30.15\n"
         "2026-01-01T00:00:00.000000003Z stderr F something else\n"
     )
-    actual = (first_view(log), log_lines(log)[1:], first_view(tmp_path / "missing.log"))
-    assert (CPUSet.parse("2-3,6"), ["podpin-probe uptime 30.15", "something else"], None) == actual
+    actual = (first_view(log), probe_uptime(log), log_lines(log)[1:], first_view(tmp_path / "missing.log"))
+    assert (CPUSet.parse("2-3,6"), 30.15, ["podpin-probe uptime 30.15", "something else"], None) == actual
 
 
 def test_pod_cgroup_names() -> None:
