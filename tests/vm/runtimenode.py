@@ -93,7 +93,7 @@ class StatusWriter:
     _stop: bool = False
     _thread: threading.Thread | None = None
     written: list[tuple[float, str, str]] = field(default_factory=list)
-    """``(time.monotonic(), pod uid, container)`` of each status published."""
+    """``(time.monotonic() just before the write, pod uid, container)`` of each status published."""
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="status-writer", daemon=True)
@@ -137,8 +137,9 @@ class StatusWriter:
                     spec = self._specs.get(uid)
                     if spec is not None:
                         self._reported[uid][name] = container_id
+                        stamp = time.monotonic()  # before the write: nobody can react to it earlier
                         self._write(spec, self._reported[uid])
-                        self.written.append((time.monotonic(), uid, name))
+                        self.written.append((stamp, uid, name))
                     continue
                 self._cv.wait(timeout=None if not self._queue else max(0.0, self._queue[0][0] - now))
 
@@ -383,7 +384,9 @@ def container_records(
 
     Waits (up to ``timeout`` s overall) for every container to print its first view and to reach its planned
     set. ``window_ms`` is from its cgroup appearing to ``cpuset.cpus`` holding the plan's CPUs (None: never);
-    ``first_view_final``: the first view already was that set.
+    ``first_view_final``: the first view already was that set; ``started_after_ms``: from the cgroup appearing
+    to the entrypoint reading its affinity (guest ``/proc/uptime``, 10 ms resolution: the race podpin runs);
+    ``status_after_ms``: from the cgroup appearing to its status being published (None: not yet, or never).
     """
     deadline = time.monotonic() + timeout
     records = []
@@ -396,6 +399,7 @@ def container_records(
                 _wait(partial(child.first_time, expected), deadline)
             effective = (run.container_cgroup(name) / "cpuset.cpus.effective").read_text().strip()
             uptime = probe_uptime(run.log_path(name))
+            published = [at for at, uid, written in node.status.written if (uid, written) == (run.spec.uid, name)]
             records.append(
                 {
                     "pod": run.spec.name,
@@ -407,6 +411,9 @@ def container_records(
                     "first_view_final": seen == expected,
                     "effective": effective,
                     "window_ms": None if child is None else child.window_ms(expected),
+                    "status_after_ms": None
+                    if child is None or not published
+                    else round((published[0] - child.appeared) * 1000, 1),
                     "started_after_ms": None
                     if child is None or uptime is None
                     else round((uptime - child.appeared) * 1000, 1),
