@@ -9,7 +9,7 @@ concerned, so only the bundle can name them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def _runtime_state(node: AgentNode) -> None:
     bundle_path(node.runtime_root, "0" * 64).parent.parent.mkdir(parents=True, exist_ok=True)
 
 
-def _applied(logs: list[Mapping[str, Any]], path: Path) -> list[str | None]:
+def _applied(logs: Sequence[Mapping[str, Any]], path: Path) -> list[str | None]:
     """The ``cpuset.cpus`` values written to ``path``, in order."""
     return [e["files"].get("cpuset.cpus", {}).get("new") for e in lines(logs, "cgroup.applied", path=str(path))]
 

@@ -16,6 +16,7 @@ import argparse
 import math
 import os
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,11 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _released(node: RuntimeNode, uid: str) -> bool:
+    """Whether the agent's plan no longer holds pod ``uid``."""
+    return uid not in {p["uid"] for p in node.state()["plan"]["pods"]}
+
+
 def run_mode(node: RuntimeNode, mode: str, order: int, args: argparse.Namespace, out: dict[str, Any]) -> None:
     """One agent in ``mode``; pods of ``args.per_pod`` containers until ``args.containers`` ran."""
     out["agent"] = node.start_agent(MODES[mode])
@@ -64,11 +70,7 @@ def run_mode(node: RuntimeNode, mode: str, order: int, args: argparse.Namespace,
         plan = node.start_pods([spec], ociimage.PROBE_IMAGE, status_delay=args.status_delay)
         records.extend(container_records(node, [node.runs[spec.uid]], plan, timeout=args.status_delay + 60))
         node.delete_pod(spec)
-        wait_until(
-            "the pod released",
-            lambda uid=spec.uid: uid not in {p["uid"] for p in node.state()["plan"]["pods"]},
-            timeout=60,
-        )
+        wait_until("the pod released", partial(_released, node, spec.uid), timeout=60)
     out["seconds"] = round(time.monotonic() - started, 1)
     out["records"] = records
     out["summary"] = summary(records)

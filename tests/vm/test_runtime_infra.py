@@ -113,7 +113,8 @@ class TestImages:
         files = ociimage.build_layout(self.FAKE_BUSYBOX)
         index = json.loads(files["index.json"])
         blobs = {name.split("/")[-1]: data for name, data in files.items() if name.startswith("blobs/")}
-        entrypoints, layers = {}, set()
+        entrypoints: dict[str, list[str]] = {}
+        layers: set[str] = set()
         for entry in index["manifests"]:
             manifest_doc = json.loads(blobs[entry["digest"].split(":")[1]])
             config = json.loads(blobs[manifest_doc["config"]["digest"].split(":")[1]])

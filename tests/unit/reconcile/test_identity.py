@@ -36,9 +36,9 @@ class TestPrecedence:
         for source, name in ((IdentitySource.STATUS, "s"), (IdentitySource.BUNDLE, "b"), (IdentitySource.NRI, "n")):
             book.learn(ident(source, name))
         answers = []
-        for source in (None, IdentitySource.NRI, IdentitySource.BUNDLE):
-            if source is not None:
-                book.forget(RID, source)
+        for dropped in (None, IdentitySource.NRI, IdentitySource.BUNDLE):
+            if dropped is not None:
+                book.forget(RID, dropped)
             found = book.lookup(RID)
             answers.append(found.name if found is not None else None)
         assert ["n", "b", "s"] == answers
