@@ -1,3 +1,5 @@
 """podpin: exclusive, NUMA-aligned CPUs for Kubernetes pods with a pod-level shared pool for sidecars."""
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

@@ -1,9 +1,16 @@
-"""The agent configuration: a YAML file with the kubelet's field names (DESIGN §5).
+"""The agent configuration: a YAML file with the kubelet's field names (``docs/design.md``, "Configuration").
 
 Where the concept is the kubelet's, the key is the kubelet's
 (``cpuManagerPolicyOptions``, ``topologyManagerScope``, ``reservedMemory`` ...),
 so a platform team can copy its ``KubeletConfiguration`` fragment. Unknown keys
 and bad values are errors at start, naming the key.
+
+One table, :data:`CONFIG_KEYS`, drives the parsing: each key's name, the field
+it fills, its parser and its default (written as it would be in the file, and
+parsed like a value from the file), and what it means. The settings the planner
+reads land in a :class:`~agent.alloc.PlannerConfig` (``AgentConfig.planner``);
+the rest are the agent's own. The checks that need several keys at once run
+after the table, in :func:`config_from_mapping`.
 
 Defaults that differ from the kubelet's, on purpose: ``topologyManagerPolicy``
 is ``best-effort`` and ``topologyManagerScope`` is ``pod``, because the pod-level
@@ -15,9 +22,10 @@ kubelet's.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -25,17 +33,23 @@ from typing import Any
 import durationpy
 import yaml
 
-from agent.alloc.options import (
-    CPUPolicyOptions,
+from agent.alloc import (
+    CPUManagerPolicy,
+    MemoryManagerPolicy,
     OptionsError,
-    TopologyPolicyOptions,
+    PlannerConfig,
+    PlannerError,
+    ReservedMemory,
+    TopologyManagerPolicy,
+    TopologyManagerScope,
     parse_cpu_policy_options,
     parse_topology_policy_options,
 )
+from agent.cgroups.watch import WatchMode
 from agent.cpuset import CPUSet, CPUSetError
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
 
-__all__ = ["AgentConfig", "ConfigError", "ReservedMemory", "load_config", "config_from_mapping", "CONFIG_KEYS"]
+__all__ = ["CONFIG_KEYS", "AgentConfig", "ConfigError", "ConfigKey", "config_from_mapping", "load_config"]
 
 
 class ConfigError(ValueError):
@@ -43,83 +57,96 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReservedMemory:
-    """One ``reservedMemory`` entry: memory held back from pods on one NUMA node (bytes per resource)."""
+class AgentConfig:
+    """Everything the agent is configured with: the planner's settings and the agent's own.
 
-    numa_node: int
-    limits: Mapping[str, int]
+    Built only by :func:`config_from_mapping` (or :func:`load_config`), which
+    fills every field from :data:`CONFIG_KEYS`; the defaults live there.
+    """
+
+    planner: PlannerConfig
+    kube_reserved: Mapping[str, int]
+    system_reserved: Mapping[str, int]
+    eviction_hard_memory: int
+    node_name: str | None
+    cgroup_root: Path
+    cgroup_driver: str
+    reconcile_period: float
+    pod_resync_period: float
+    state_dir: Path
+    kubelet_cpu_manager_state_path: Path
+    dry_run: bool
+    metrics_bind_address: str
+    log_level: str
+    log_format: str
+    cgroup_watch: WatchMode
+    runtime_root: Path
+
+
+Parser = Callable[[str, Any], Any]
+"""``(key, value from the file) -> typed value``; raises :class:`ConfigError` naming the key."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AgentConfig:
-    """Everything the agent and the planner are configured with."""
+class ConfigKey:
+    """One configuration key: where its value goes, how it is read, its default and its meaning.
 
-    cpu_manager_policy: str = "static"
-    cpu_policy_options: CPUPolicyOptions = field(default_factory=CPUPolicyOptions)
-    cpu_policy_options_raw: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    memory_manager_policy: str = "None"
-    topology_manager_policy: str = "best-effort"
-    topology_manager_scope: str = "pod"
-    topology_policy_options: TopologyPolicyOptions = field(default_factory=TopologyPolicyOptions)
-    reserved_system_cpus: CPUSet = field(default_factory=CPUSet)
-    kube_reserved: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    system_reserved: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    eviction_hard_memory: int = 100 * 2**20
-    reserved_memory: tuple[ReservedMemory, ...] = ()
-    cpu_cfs_quota_period_us: int = 100_000
-    node_name: str | None = None
-    cgroup_root: Path = Path("/sys/fs/cgroup")
-    cgroup_driver: str = "auto"
-    reconcile_period: float = 10.0
-    pod_resync_period: float = 300.0
-    state_dir: Path = Path("/var/lib/podpin")
-    kubelet_cpu_manager_state_path: Path = Path("/var/lib/kubelet/cpu_manager_state")
-    dry_run: bool = False
-    metrics_bind_address: str = "0.0.0.0:9363"  # port 0: any free port (logged in agent.started)
-    log_level: str = "info"
-    log_format: str = "auto"
-    cgroup_watch: str = "auto"
-    runtime_root: Path = Path("/")  # where the runtimes' state is (run/containerd, run/containers): --runtime-root
+    Attributes:
+        key: the YAML key.
+        field: the :class:`AgentConfig` field it fills, or ``planner.<field>`` for the :class:`PlannerConfig`.
+        parse: reads the file's value (or ``default``) into the field's type.
+        default: the value when the key is absent, written as in the file.
+        doc: one line for people.
+    """
 
-    def num_reserved_cpus(self) -> int:
-        """How many CPUs are reserved: |reservedSystemCPUs| if set, else ceil(kube + system reserved cpu)."""
-        if self.reserved_system_cpus:
-            return len(self.reserved_system_cpus)
-        millis = self.kube_reserved.get("cpu", 0) + self.system_reserved.get("cpu", 0)
-        return -(-millis // 1000)
-
-    def cfs_period_text(self) -> str:
-        """The ``cpu.max`` value that lifts the quota: ``max <period>``."""
-        return f"max {self.cpu_cfs_quota_period_us}"
+    key: str
+    field: str
+    parse: Parser
+    default: Any
+    doc: str
 
 
-_CHOICES = {
-    "cpuManagerPolicy": ("static", "none"),
-    "memoryManagerPolicy": ("None", "Static"),
-    "topologyManagerPolicy": ("none", "best-effort", "restricted", "single-numa-node"),
-    "topologyManagerScope": ("container", "pod"),
-    "cgroupDriver": ("auto", "systemd", "cgroupfs"),
-    "logLevel": ("debug", "info", "warning", "error"),
-    "logFormat": ("auto", "json", "console"),
-    "cgroupWatch": ("auto", "inotify", "poll", "off"),
-}
-_MAPS = ("cpuManagerPolicyOptions", "topologyManagerPolicyOptions", "kubeReserved", "systemReserved", "evictionHard")
-_DURATIONS = ("cpuCFSQuotaPeriod", "reconcilePeriod", "podResyncPeriod")
-_STRINGS = (
-    "reservedSystemCPUs",
-    "nodeName",
-    "cgroupRoot",
-    "stateDir",
-    "kubeletCPUManagerStatePath",
-    "metricsBindAddress",
-    "runtimeRoot",
-)
+# -- parsers ---------------------------------------------------------------------------------
+def _choice(names: type[StrEnum] | tuple[str, ...]) -> Parser:
+    """A parser accepting exactly the given names (an enum's values, or a tuple of strings)."""
+    allowed = tuple(names)
 
-#: Every key the configuration file may hold.
-CONFIG_KEYS = tuple(sorted({*_CHOICES, *_MAPS, *_DURATIONS, *_STRINGS, "reservedMemory", "dryRun"}))
+    def parse(key: str, value: Any) -> Any:
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is not one of {', '.join(allowed)}")
+        return names(value) if isinstance(names, type) else value
+
+    return parse
 
 
-def _duration(key: str, value: object) -> timedelta:
+def _string(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: {value!r} is not a string")
+    return value
+
+
+def _path(key: str, value: Any) -> Path:
+    return Path(_string(key, value))
+
+
+def _optional_string(key: str, value: Any) -> str | None:
+    """A string where empty means unset (``nodeName``: then ``$NODE_NAME``)."""
+    return _string(key, value) or None
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: {value!r} is not true or false")
+    return value
+
+
+def _map(key: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: {value!r} is not a map")
+    return value
+
+
+def _duration(key: str, value: Any) -> timedelta:
     if not isinstance(value, str):
         raise ConfigError(f'{key}: {value!r} is not a duration such as "10s"')
     try:
@@ -129,23 +156,87 @@ def _duration(key: str, value: object) -> timedelta:
     return result
 
 
-def _resource_map(key: str, value: Mapping[str, Any]) -> dict[str, int]:
+def _positive_seconds(key: str, value: Any) -> float:
+    period = _duration(key, value)
+    if period <= timedelta(0):
+        raise ConfigError(f"{key}: {value!r} must be positive")
+    return period.total_seconds()
+
+
+def _cfs_period_us(key: str, value: Any) -> int:
+    """``cpuCFSQuotaPeriod`` in microseconds; the kernel accepts 1ms to 1s."""
+    period = _duration(key, value)
+    if not timedelta(milliseconds=1) <= period <= timedelta(seconds=1):
+        raise ConfigError(f"{key}: {value!r} must be between 1ms and 1s")
+    return period // timedelta(microseconds=1)
+
+
+def _options(parse_options: Callable[[Mapping[str, object] | None], Any]) -> Parser:
+    """A parser for a kubelet policy option map (the kubelet's own errors, prefixed with the key)."""
+
+    def parse(key: str, value: Any) -> Any:
+        try:
+            return parse_options(_map(key, value))
+        except OptionsError as err:
+            raise ConfigError(f"{key}: {err}") from err
+
+    return parse
+
+
+def _cpuset(key: str, value: Any) -> CPUSet:
+    try:
+        return CPUSet.parse(_string(key, value))
+    except CPUSetError as err:
+        raise ConfigError(f"{key}: {err}") from err
+
+
+def _resource_map(key: str, value: Any) -> Mapping[str, int]:
+    """``kubeReserved``/``systemReserved``: cpu in millicores, memory and hugepages in bytes."""
     result: dict[str, int] = {}
-    for name, quantity in value.items():
+    for name, quantity in _map(key, value).items():
         try:
             result[name] = cpu_millis(quantity) if name == "cpu" else memory_bytes(quantity)
         except QuantityError as err:
             raise ConfigError(f"{key}.{name}: {err}") from err
-    return result
+    return MappingProxyType(result)
 
 
-def _reserved_memory(value: object) -> tuple[ReservedMemory, ...]:
+_EVICTION_SIGNALS = frozenset(
+    {
+        "memory.available",
+        "nodefs.available",
+        "nodefs.inodesFree",
+        "imagefs.available",
+        "imagefs.inodesFree",
+        "pid.available",
+    }
+)
+
+#: The kubelet's hard eviction threshold for memory, also used when ``evictionHard`` is given empty.
+_EVICTION_DEFAULT = MappingProxyType({"memory.available": "100Mi"})
+
+
+def _eviction_memory(key: str, value: Any) -> int:
+    """``evictionHard``: the bytes of its ``memory.available`` threshold (0 without one)."""
+    signals = dict(_map(key, value)) or dict(_EVICTION_DEFAULT)
+    unknown = sorted(set(signals) - _EVICTION_SIGNALS)
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown eviction signal")
+    if "memory.available" not in signals:
+        return 0
+    try:
+        return memory_bytes(signals["memory.available"])
+    except QuantityError as err:
+        raise ConfigError(f"{key}.memory.available: {err}") from err
+
+
+def _reserved_memory(key: str, value: Any) -> tuple[ReservedMemory, ...]:
     if not isinstance(value, list):
-        raise ConfigError(f"reservedMemory: {value!r} is not a list of {{numaNode, limits}}")
+        raise ConfigError(f"{key}: {value!r} is not a list of {{numaNode, limits}}")
     entries: list[ReservedMemory] = []
     seen: set[int] = set()
     for index, item in enumerate(value):
-        where = f"reservedMemory[{index}]"
+        where = f"{key}[{index}]"
         if not isinstance(item, Mapping) or set(item) - {"numaNode", "limits"}:
             raise ConfigError(f"{where}: {item!r} must have exactly the keys numaNode and limits")
         node = item.get("numaNode")
@@ -171,10 +262,158 @@ def _reserved_memory(value: object) -> tuple[ReservedMemory, ...]:
     return tuple(entries)
 
 
-def _check_reserved_memory_sums(config: AgentConfig, eviction_memory: int) -> None:
+def _bind_address(key: str, value: Any) -> str:
+    address = _string(key, value)
+    _host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"{key}: {address!r} is not HOST:PORT")
+    return address
+
+
+# -- the table ---------------------------------------------------------------------------------
+def _key(key: str, field: str, parse: Parser, default: Any, doc: str) -> ConfigKey:
+    return ConfigKey(key=key, field=field, parse=parse, default=default, doc=doc)
+
+
+#: Every key the configuration file may hold, in the order they are read.
+CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    _key(
+        "cpuManagerPolicy",
+        "planner.cpu_manager_policy",
+        _choice(CPUManagerPolicy),
+        "static",
+        "static pins exclusive CPUs; none only reports",
+    ),
+    _key(
+        "cpuManagerPolicyOptions",
+        "planner.cpu_policy_options",
+        _options(parse_cpu_policy_options),
+        {},
+        "the static policy's options, as in the kubelet",
+    ),
+    _key(
+        "memoryManagerPolicy",
+        "planner.memory_manager_policy",
+        _choice(MemoryManagerPolicy),
+        "None",
+        "Static adds per-NUMA memory and cpuset.mems",
+    ),
+    _key(
+        "topologyManagerPolicy",
+        "planner.topology_manager_policy",
+        _choice(TopologyManagerPolicy),
+        "best-effort",
+        "NUMA alignment: none, best-effort, restricted or single-numa-node (the kubelet's default is none)",
+    ),
+    _key(
+        "topologyManagerScope",
+        "planner.topology_manager_scope",
+        _choice(TopologyManagerScope),
+        "pod",
+        "pod (pod bubbles and pod shared pools) or container (the kubelet's default)",
+    ),
+    _key(
+        "topologyManagerPolicyOptions",
+        "planner.topology_policy_options",
+        _options(parse_topology_policy_options),
+        {},
+        "prefer-closest-numa-nodes, max-allowable-numa-nodes",
+    ),
+    _key(
+        "reservedSystemCPUs",
+        "planner.reserved_system_cpus",
+        _cpuset,
+        "",
+        "CPUs never handed out exclusively (overrides the cpu of kubeReserved and systemReserved)",
+    ),
+    _key("kubeReserved", "kube_reserved", _resource_map, {}, "ceil(cpu) whole CPUs are reserved; memory for Static"),
+    _key("systemReserved", "system_reserved", _resource_map, {}, "as kubeReserved"),
+    _key(
+        "evictionHard",
+        "eviction_hard_memory",
+        _eviction_memory,
+        dict(_EVICTION_DEFAULT),
+        "the memory.available threshold counts into the memory reservation",
+    ),
+    _key(
+        "reservedMemory",
+        "planner.reserved_memory",
+        _reserved_memory,
+        [],
+        "per-NUMA memory reservation for Static; must add up as in the kubelet",
+    ),
+    _key(
+        "cpuCFSQuotaPeriod",
+        "planner.cpu_cfs_quota_period_us",
+        _cfs_period_us,
+        "100ms",
+        "the period written with cpu.max",
+    ),
+    _key("nodeName", "node_name", _optional_string, "", "the node this agent serves (empty: $NODE_NAME)"),
+    _key("cgroupRoot", "cgroup_root", _path, "/sys/fs/cgroup", "where the cgroup v2 hierarchy is mounted"),
+    _key(
+        "cgroupDriver",
+        "cgroup_driver",
+        _choice(("auto", "systemd", "cgroupfs")),
+        "auto",
+        "how the kubelet names pod cgroups: systemd, cgroupfs, or auto (detected)",
+    ),
+    _key(
+        "reconcilePeriod",
+        "reconcile_period",
+        _positive_seconds,
+        "10s",
+        "full resync: drift repair, usage sampling, CPU hotplug check",
+    ),
+    _key("podResyncPeriod", "pod_resync_period", _positive_seconds, "5m", "full relist of pods from the API server"),
+    _key("stateDir", "state_dir", _path, "/var/lib/podpin", "where the checkpoint (podpin_state.json) is kept"),
+    _key(
+        "kubeletCPUManagerStatePath",
+        "kubelet_cpu_manager_state_path",
+        _path,
+        "/var/lib/kubelet/cpu_manager_state",
+        "read to refuse working next to a pinning kubelet",
+    ),
+    _key("dryRun", "dry_run", _bool, False, "decide, log and report; write no cgroup file"),
+    _key(
+        "metricsBindAddress",
+        "metrics_bind_address",
+        _bind_address,
+        "0.0.0.0:9363",
+        "/metrics, /healthz, /readyz, /state (port 0: any free port, logged in agent.started)",
+    ),
+    _key("logLevel", "log_level", _choice(("debug", "info", "warning", "error")), "info", "the lowest level logged"),
+    _key(
+        "logFormat",
+        "log_format",
+        _choice(("auto", "json", "console")),
+        "auto",
+        "auto is JSON when not on a terminal",
+    ),
+    _key(
+        "cgroupWatch",
+        "cgroup_watch",
+        _choice(WatchMode),
+        "auto",
+        "how new cgroups are noticed: inotify, poll, auto (inotify, else polling) or off (only the resync)",
+    ),
+    _key(
+        "runtimeRoot",
+        "runtime_root",
+        _path,
+        "/",
+        "where the runtimes' state is mounted (run/containerd, run/containers): container names from OCI bundles",
+    ),
+)
+
+_KNOWN = tuple(sorted(k.key for k in CONFIG_KEYS))
+
+
+# -- checks across keys ------------------------------------------------------------------------
+def _check_reserved_memory_sums(config: AgentConfig) -> None:
     """``reservedMemory`` must add up to kube + system reserved (+ eviction-hard for memory), per resource."""
     totals: dict[str, int] = {}
-    for entry in config.reserved_memory:
+    for entry in config.planner.reserved_memory:
         for name, size in entry.limits.items():
             totals[name] = totals.get(name, 0) + size
     names = set(totals) | {n for n in (*config.kube_reserved, *config.system_reserved) if n != "cpu"}
@@ -182,7 +421,7 @@ def _check_reserved_memory_sums(config: AgentConfig, eviction_memory: int) -> No
     for name in sorted(names):
         expected = config.kube_reserved.get(name, 0) + config.system_reserved.get(name, 0)
         if name == "memory":
-            expected += eviction_memory
+            expected += config.eviction_hard_memory
         if totals.get(name, 0) != expected:
             raise ConfigError(
                 f'reservedMemory: the total amount {totals.get(name, 0)} of type "{name}" is not equal to the '
@@ -191,6 +430,28 @@ def _check_reserved_memory_sums(config: AgentConfig, eviction_memory: int) -> No
             )
 
 
+def _check(config: AgentConfig) -> None:
+    planner = config.planner
+    if planner.cpu_manager_policy == CPUManagerPolicy.STATIC and planner.num_reserved_cpus() == 0:
+        raise ConfigError(
+            "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + "
+            "kubereserved.cpu to be greater than zero"
+        )
+    if planner.memory_manager_policy == MemoryManagerPolicy.STATIC:
+        if sum(e.limits.get("memory", 0) for e in planner.reserved_memory) == 0:
+            raise ConfigError("reservedMemory: [memorymanager] you should specify the system reserved memory")
+        _check_reserved_memory_sums(config)
+    if (
+        planner.cpu_policy_options.align_by_socket
+        and planner.topology_manager_policy == TopologyManagerPolicy.SINGLE_NUMA_NODE
+    ):
+        raise ConfigError(
+            "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager "
+            "align-by-socket policy option"
+        )
+
+
+# -- entry points ------------------------------------------------------------------------------
 def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str] | None = None) -> AgentConfig:
     """Validate a parsed configuration mapping and build an :class:`AgentConfig`.
 
@@ -203,118 +464,23 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
     """
     data = dict(data or {})
     env = os.environ if env is None else env
-    unknown = sorted(set(data) - set(CONFIG_KEYS))
+    unknown = sorted(set(data) - set(_KNOWN))
     if unknown:
-        raise ConfigError(f"unknown configuration key {unknown[0]!r} (known keys: {', '.join(CONFIG_KEYS)})")
-    for key, choices in _CHOICES.items():
-        if key in data and data[key] not in choices:
-            raise ConfigError(f"{key}: {data[key]!r} is not one of {', '.join(choices)}")
-    for key in _MAPS:
-        if key in data and not isinstance(data[key], Mapping):
-            raise ConfigError(f"{key}: {data[key]!r} is not a map")
-    for key in _STRINGS:
-        if key in data and not isinstance(data[key], str):
-            raise ConfigError(f"{key}: {data[key]!r} is not a string")
-    if "dryRun" in data and not isinstance(data["dryRun"], bool):
-        raise ConfigError(f"dryRun: {data['dryRun']!r} is not true or false")
-
+        raise ConfigError(f"unknown configuration key {unknown[0]!r} (known keys: {', '.join(_KNOWN)})")
+    planner: dict[str, Any] = {}
+    agent: dict[str, Any] = {}
+    for entry in CONFIG_KEYS:
+        value = entry.parse(entry.key, data.get(entry.key, entry.default))
+        section, _, name = entry.field.rpartition(".")
+        (planner if section == "planner" else agent)[name] = value
+    agent["node_name"] = agent["node_name"] or env.get("NODE_NAME") or None
+    planner["reserved_cpu_millis"] = agent["kube_reserved"].get("cpu", 0) + agent["system_reserved"].get("cpu", 0)
     try:
-        cpu_options = parse_cpu_policy_options(data.get("cpuManagerPolicyOptions"))
-    except OptionsError as err:
-        raise ConfigError(f"cpuManagerPolicyOptions: {err}") from err
-    try:
-        topology_options = parse_topology_policy_options(data.get("topologyManagerPolicyOptions"))
-    except OptionsError as err:
-        raise ConfigError(f"topologyManagerPolicyOptions: {err}") from err
-    try:
-        reserved_cpus = CPUSet.parse(data.get("reservedSystemCPUs", ""))
-    except CPUSetError as err:
-        raise ConfigError(f"reservedSystemCPUs: {err}") from err
-
-    eviction = dict(data.get("evictionHard") or {"memory.available": "100Mi"})
-    unknown_signals = sorted(
-        set(eviction)
-        - {
-            "memory.available",
-            "nodefs.available",
-            "nodefs.inodesFree",
-            "imagefs.available",
-            "imagefs.inodesFree",
-            "pid.available",
-        }
-    )
-    if unknown_signals:
-        raise ConfigError(f"evictionHard.{unknown_signals[0]}: unknown eviction signal")
-    eviction_memory = 0
-    if "memory.available" in eviction:
-        try:
-            eviction_memory = memory_bytes(eviction["memory.available"])
-        except QuantityError as err:
-            raise ConfigError(f"evictionHard.memory.available: {err}") from err
-
-    period = _duration("cpuCFSQuotaPeriod", data.get("cpuCFSQuotaPeriod", "100ms"))
-    if not timedelta(milliseconds=1) <= period <= timedelta(seconds=1):
-        raise ConfigError(f"cpuCFSQuotaPeriod: {data.get('cpuCFSQuotaPeriod')!r} must be between 1ms and 1s")
-    reconcile = _duration("reconcilePeriod", data.get("reconcilePeriod", "10s"))
-    resync = _duration("podResyncPeriod", data.get("podResyncPeriod", "5m"))
-    for key, value in (("reconcilePeriod", reconcile), ("podResyncPeriod", resync)):
-        if value <= timedelta(0):
-            raise ConfigError(f"{key}: {data.get(key)!r} must be positive")
-
-    config = AgentConfig(
-        cpu_manager_policy=data.get("cpuManagerPolicy", "static"),
-        cpu_policy_options=cpu_options,
-        cpu_policy_options_raw=MappingProxyType(
-            {k: str(v) for k, v in (data.get("cpuManagerPolicyOptions") or {}).items()}
-        ),
-        memory_manager_policy=data.get("memoryManagerPolicy", "None"),
-        topology_manager_policy=data.get("topologyManagerPolicy", "best-effort"),
-        topology_manager_scope=data.get("topologyManagerScope", "pod"),
-        topology_policy_options=topology_options,
-        reserved_system_cpus=reserved_cpus,
-        kube_reserved=MappingProxyType(_resource_map("kubeReserved", data.get("kubeReserved") or {})),
-        system_reserved=MappingProxyType(_resource_map("systemReserved", data.get("systemReserved") or {})),
-        eviction_hard_memory=eviction_memory,
-        reserved_memory=_reserved_memory(data.get("reservedMemory", [])),
-        cpu_cfs_quota_period_us=period // timedelta(microseconds=1),
-        node_name=data.get("nodeName") or env.get("NODE_NAME") or None,
-        cgroup_root=Path(data.get("cgroupRoot", "/sys/fs/cgroup")),
-        cgroup_driver=data.get("cgroupDriver", "auto"),
-        reconcile_period=reconcile.total_seconds(),
-        pod_resync_period=resync.total_seconds(),
-        state_dir=Path(data.get("stateDir", "/var/lib/podpin")),
-        kubelet_cpu_manager_state_path=Path(
-            data.get("kubeletCPUManagerStatePath", "/var/lib/kubelet/cpu_manager_state")
-        ),
-        dry_run=bool(data.get("dryRun", False)),
-        metrics_bind_address=data.get("metricsBindAddress", "0.0.0.0:9363"),
-        log_level=data.get("logLevel", "info"),
-        log_format=data.get("logFormat", "auto"),
-        cgroup_watch=data.get("cgroupWatch", "auto"),
-        runtime_root=Path(data.get("runtimeRoot", "/")),
-    )
-    _check_bind_address(config.metrics_bind_address)
-    if config.cpu_manager_policy == "static" and config.num_reserved_cpus() == 0:
-        raise ConfigError(
-            "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + "
-            "kubereserved.cpu to be greater than zero"
-        )
-    if config.memory_manager_policy == "Static":
-        if sum(e.limits.get("memory", 0) for e in config.reserved_memory) == 0:
-            raise ConfigError("reservedMemory: [memorymanager] you should specify the system reserved memory")
-        _check_reserved_memory_sums(config, eviction_memory)
-    if cpu_options.align_by_socket and config.topology_manager_policy == "single-numa-node":
-        raise ConfigError(
-            "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager "
-            "align-by-socket policy option"
-        )
+        config = AgentConfig(planner=PlannerConfig(**planner), **agent)
+    except PlannerError as err:
+        raise ConfigError(str(err)) from err
+    _check(config)
     return config
-
-
-def _check_bind_address(address: str) -> None:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ConfigError(f"metricsBindAddress: {address!r} is not HOST:PORT")
 
 
 def load_config(path: Path | None, *, env: Mapping[str, str] | None = None) -> AgentConfig:

@@ -72,7 +72,10 @@ def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
         return KubeletCPUPolicy(
             None,
             True,
-            f"{path}: cannot read the kubelet CPU manager state ({err.strerror or err}); not writing cpusets to be safe",
+            (
+                f"{path}: cannot read the kubelet CPU manager state ({err.strerror or err}); not writing cpusets to be "
+                "safe"
+            ),
         )
     except UnicodeDecodeError as err:
         return KubeletCPUPolicy(

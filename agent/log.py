@@ -1,7 +1,7 @@
 """Structured logging: one configuration for podpin's own lines and for every library's.
 
-``configure_logging`` is called once, by the CLI, before anything logs (style
-§2 and "What this means" 10). podpin's modules log through
+``configure_logging`` is called once, by the CLI, before anything logs
+(``docs/style.md``, "Logging and metrics"). podpin's modules log through
 ``structlog.get_logger("podpin.<module>")``; the kubernetes client and urllib3
 log through the standard library. Both end in the same handler on the root
 logger, whose ``ProcessorFormatter`` runs the same shared processors and the
@@ -46,7 +46,7 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import Processor
 
-from agent.alloc.plan import ContainerPlan, PodPlan
+from agent.alloc import ContainerPlan, PodPlan
 from agent.cpuset import CPUSet
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Prometheus metrics of the agent: event counters and a collector that reads the latest snapshot.
 
-Two kinds of metric live here, for two reasons (style §5, "What this means" 9):
+Two kinds of metric live here, for two reasons (``docs/style.md``, "Logging and metrics"):
 
 * **Events** (admissions, pinning attempts, cgroup writes, drift repairs,
   latencies) happen once and are counted where the reconciler records the
@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from agent.alloc.plan import ContainerPlan, Plan, PodPlan
-from agent.alloc.state import NodeState
+from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignment_type
 from agent.cpuset import CPUSet
 from agent.topology.model import Topology
 
@@ -42,7 +41,6 @@ __all__ = [
     "PlanCollector",
     "Snapshot",
     "UsageKey",
-    "ASSIGNMENT_TYPES",
     "POD_STATES",
     "ADMISSION_ERROR_REASONS",
     "EVENT_TYPES",
@@ -52,16 +50,12 @@ __all__ = [
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
-    "assignment_type",
 ]
 
 NAMESPACE = "podpin"
 
-UsageKey = tuple[str, str, str]
-"""``(pool, namespace, pod)``: the key of one CPU usage counter (pool as in :data:`agent.alloc.plan.POOLS`)."""
-
-#: ``podpin_containers{assignment_type}`` values; the kubelet's three plus the node shared pool.
-ASSIGNMENT_TYPES = ("node_exclusive", "pod_exclusive", "pod_shared", "node_shared")
+UsageKey = tuple[Pool, str, str]
+"""``(pool, namespace, pod)``: the key of one CPU usage counter."""
 #: ``podpin_pods{state}`` values.
 POD_STATES = ("admitted", "rejected")
 #: The kubelet's admission failure reasons; their ``podpin_admission_errors_total`` series start at 0.
@@ -119,31 +113,17 @@ class Snapshot:
     usage: Mapping[UsageKey, float]
 
 
-def assignment_type(pod: PodPlan, container: ContainerPlan) -> str:
-    """The ``assignment_type`` of one container (one of :data:`ASSIGNMENT_TYPES`).
-
-    An exclusive container is ``pod_exclusive`` when its pod has a bubble (its
-    slice was carved from the pod's CPUs) and ``node_exclusive`` otherwise, as in
-    the kubelet's ``resource_manager_container_assignments``.
-    """
-    if container.pool == "exclusive":
-        return "pod_exclusive" if pod.bubble is not None else "node_exclusive"
-    if container.pool == "pod-shared":
-        return "pod_shared"
-    return "node_shared"
-
-
 def _pod_shared_pool(pod: PodPlan) -> CPUSet:
     """The pod shared pool: the bubble minus its exclusive slices (empty without a bubble).
 
-    Computed from the bubble rather than from the pod-shared containers, so a
+    Computed from the bubble rather than from the pod_shared containers, so a
     pool that no container uses yet is still reported.
     """
     if pod.bubble is None:
         return CPUSet()
     pool = pod.bubble
     for container in pod.containers:
-        if container.pool == "exclusive":
+        if container.pool == Pool.EXCLUSIVE:
             pool = pool - container.cpus
     return pool
 
@@ -265,7 +245,7 @@ class PlanCollector:
 
     @staticmethod
     def _containers(plan: Plan, families: _Families) -> None:
-        by_type = dict.fromkeys(ASSIGNMENT_TYPES, 0)
+        by_type = dict.fromkeys(AssignmentType, 0)
         pools: dict[tuple[str, str], int] = defaultdict(int)
         pods = dict.fromkeys(POD_STATES, 0)
         for pod in plan.pods:

@@ -28,12 +28,11 @@ from typing import Any
 
 import structlog
 
-from agent.alloc.planner import Planner, PlannerError
-from agent.alloc.state import CheckpointError, state_to_checkpoint
+from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpoint
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS, FileOps
 from agent.cgroups.layout import CgroupLayout, detect_layout
-from agent.cgroups.watch import CgroupWatcher, WatchEvent
+from agent.cgroups.watch import CgroupWatcher, WatchEvent, WatchMode
 from agent.config import AgentConfig, ConfigError, load_config
 from agent.cpuset import CPUSet, CPUSetError
 from agent.kube.client import KubeConfigError, load_api
@@ -145,8 +144,8 @@ class Agent:
             bundles=BundleReader(self.config.runtime_root),
         )
         self.source = self._source(api)
-        watch_mode = "auto" if self.config.cgroup_watch == "off" else self.config.cgroup_watch
-        self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)  # type: ignore[arg-type]
+        watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
+        self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
         try:
             self.server = AgentServer(
                 self.config.metrics_bind_address,
@@ -184,13 +183,13 @@ class Agent:
         try:
             if state is not None:
                 try:
-                    return Planner(self.topology, self.config, state), False
+                    return Planner(self.topology, self.config.planner, state), False
                 except CheckpointError as err:
                     moved = self.store.quarantine()
                     self.log.warning("state.invalid", error=str(err), moved_to=str(moved) if moved else None)
             else:
                 self.log.warning("state.missing", path=str(self.store.path))
-            return Planner(self.topology, self.config), True
+            return Planner(self.topology, self.config.planner), True
         except PlannerError as err:
             raise AgentError(f"configuration does not fit this machine: {err}") from err
 
@@ -289,7 +288,7 @@ class Agent:
         except BindError as err:
             raise AgentError(str(err)) from err
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
-        if not self.options.once and self.config.cgroup_watch != "off":
+        if not self.options.once and self.config.cgroup_watch != WatchMode.OFF:
             self.watcher.start()
         self.log.info(
             "agent.started",
@@ -297,7 +296,7 @@ class Agent:
             cgroup_root=str(self.config.cgroup_root),
             runtime_root=str(self.config.runtime_root),
             driver=str(self.layout.driver),
-            watcher=self.watcher.mode if self.config.cgroup_watch != "off" else "off",
+            watcher=self.watcher.mode if self.config.cgroup_watch != WatchMode.OFF else WatchMode.OFF,
             online=str(self.topology.online_cpus),
             metrics=self.metrics_address,
             once=self.options.once,

@@ -116,7 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _not_allowed(self) -> None:
         self._send(405, _TEXT, b"method not allowed\n", head=False, extra={"Allow": "GET, HEAD"})
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815 (the stdlib's handler names)
 
     def _respond(self, *, head: bool) -> None:
         path = urlsplit(self.path).path
@@ -154,7 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not head:
             self.wfile.write(body)
 
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:  # noqa: ARG002 (the stdlib's signature)
         """One debug line per request instead of the stdlib's stderr line."""
         status = int(code) if isinstance(code, int) else str(code)
         _log.debug("http.request", client=self.client_address[0], method=self.command, path=self.path, status=status)

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from agent.alloc.state import CheckpointError, NodeState, state_from_checkpoint, state_to_checkpoint
+from agent.alloc import CheckpointError, NodeState, state_from_checkpoint, state_to_checkpoint
 
 __all__ = ["StateStore", "CHECKPOINT_NAME"]
 

@@ -21,7 +21,7 @@ import sys
 import time
 from unittest import mock
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.config import config_from_mapping
 from agent.pods.model import pod_from_dict
 from agent.sim.machines import synthetic_machine
@@ -58,7 +58,7 @@ def admit_all(policy: str) -> tuple[list[float], list[tuple[int, ...] | None]]:
         },
         env={},
     )
-    planner = Planner(topology, config)
+    planner = Planner(topology, config.planner)
     pods = [pod_from_dict(pod(i)) for i in range(40)]
     times: list[float] = []
     placed: list[tuple[int, ...] | None] = []
@@ -81,7 +81,7 @@ def run(rounds: int) -> list[dict[str, object]]:
         for _ in range(rounds):
             times, placed = admit_all(policy)
             lattice += times
-            with mock.patch("agent.alloc.memory.SMALL_LATTICE_NODES", 64):
+            with mock.patch("agent.alloc.memorymanager.policy_static.SMALL_LATTICE_NODES", 64):
                 times, placed_listing = admit_all(policy)
             listing += times
             if placed != placed_listing:

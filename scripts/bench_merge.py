@@ -29,17 +29,28 @@ import itertools
 import json
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agent.alloc.hint_list import CompactProviderHints, HintList
-from agent.alloc.hints import NUMAInfo, ProviderHints, TopologyHint, ids_of
-from agent.alloc.merge_reference import HintMerger, filter_providers_hints, merge_permutation
-from agent.alloc.tm_policy import make_policy
+from agent.alloc.topologymanager import (
+    CompactProviderHints,
+    HintList,
+    NUMAInfo,
+    ProviderHints,
+    TopologyHint,
+    ids_of,
+    make_policy,
+)
+
+# The literal merge is a test oracle (tests/oracles), not part of the installed package: read it from the checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.oracles.merge_reference import HintMerger, filter_providers_hints, merge_permutation
 
 _POLICY = "best-effort"
 

@@ -49,16 +49,15 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+# The test helpers (tests/support) are not part of the installed package: read them from the checkout.
 sys.path.insert(0, str(REPO))
 
-from agent.log import configure_logging  # noqa: E402
-from agent.runner import Agent  # noqa: E402
-from agentfixture import AgentNode, make_node, wait_until  # noqa: E402
-from podfactory import container_id, make_pod  # noqa: E402
-from sysfs_builder import scratch_dir  # noqa: E402
-
-from tests.support.bundles import containerd_annotations, write_bundle  # noqa: E402
+from agent.log import configure_logging
+from agent.runner import Agent
+from tests.support.agentfixture import AgentNode, make_node, wait_until
+from tests.support.bundles import containerd_annotations, write_bundle
+from tests.support.podfactory import container, container_id, make_pod
+from tests.support.sysfs_builder import scratch_dir
 
 _POLL = 0.00005
 
@@ -90,13 +89,13 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
 
 
 def _agent_buckets(agent: Agent) -> list[tuple[float, float]]:
-    buckets = []
-    for metric in agent.metrics.registry.collect():
-        if metric.name != "podpin_pin_latency_seconds":
-            continue
-        for sample in metric.samples:
-            if sample.name.endswith("_bucket"):
-                buckets.append((float(sample.labels["le"]), sample.value))
+    buckets = [
+        (float(sample.labels["le"]), sample.value)
+        for metric in agent.metrics.registry.collect()
+        if metric.name == "podpin_pin_latency_seconds"
+        for sample in metric.samples
+        if sample.name.endswith("_bucket")
+    ]
     return sorted(buckets)
 
 
@@ -104,7 +103,7 @@ def _pods(n: int, naming: str) -> list[dict[str, Any]]:
     return [
         make_pod(
             f"svc-{i:03d}",
-            containers=[("app", "1", "1", "256Mi", "256Mi")],
+            containers=[container("app", cpu="1", memory="256Mi")],
             states={"app": "running" if naming == "status" else "waiting"},
             creation_timestamp=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
         )

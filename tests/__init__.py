@@ -1,1 +1,1 @@
-"""podpin's test suite (a package, so shared helpers import as ``tests.support.<module>``)."""
+"""podpin's tests: unit tests mirroring agent/, agent-level, deploy and real-kernel VM tests (see README.md)."""

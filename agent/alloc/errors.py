@@ -1,16 +1,26 @@
-"""Typed admission failures, carrying the kubelet's reason strings.
+"""The allocation core's errors: typed admission failures with the kubelet's reasons, and set-up errors.
 
-Every failure the planner reports is a :class:`PlacementError`. Its ``reason``
+Every failure the planner reports for a pod is a :class:`PlacementError`. Its ``reason``
 is the string the kubelet puts in ``status.reason`` (and podpin in the Event's
 reason); ``str(error)`` is the message without the ``"Pod was rejected: "``
 prefix. Allocation helpers raise :class:`AllocationError` for the kubelet's
 plain ``fmt.Errorf`` failures; admission wraps those into
 :class:`UnexpectedAdmissionError` exactly as the kubelet does.
+
+The other three are about setting the planner up, never about one pod:
+:class:`OptionsError` (a policy option map the kubelet would refuse),
+:class:`PlannerError` (a configuration that cannot work on this machine) and
+:class:`CheckpointError` (a saved state that cannot be adopted). They live here,
+below every other module of the package, so the state, the options and the
+planner can raise them without importing each other.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CheckpointError",
+    "OptionsError",
+    "PlannerError",
     "PlacementError",
     "AllocationError",
     "TopologyAffinityError",
@@ -67,3 +77,15 @@ class UnexpectedAdmissionError(PlacementError):
         """``Allocate failed due to <err>, which is unexpected``."""
         detail = error.message if isinstance(error, PlacementError) else str(error)
         return cls(f"Allocate failed due to {detail}, which is unexpected")
+
+
+class OptionsError(ValueError):
+    """An unknown option, a bad value, or two options that cannot be combined."""
+
+
+class PlannerError(ValueError):
+    """A configuration that cannot work on this machine; the message names the setting."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be adopted; the message says exactly what is wrong."""

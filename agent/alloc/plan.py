@@ -1,12 +1,12 @@
-"""The plan: what every cgroup should hold, as pure values (DESIGN §4).
+"""The plan: what every cgroup should hold, as pure values (``docs/design.md``, "cgroup values").
 
-The planner produces a :class:`Plan` from its :class:`~agent.alloc.state.NodeState`
+The planner produces a :class:`Plan` from its :class:`~agent.alloc.state.node.NodeState`
 and the current pods; the reconciler only turns it into file writes. Values set
 to ``None`` are left alone (the runtime's or the kernel's value stands).
 
 * exclusive container: ``cpuset.cpus`` = its slice, ``cpu.max`` = ``max <period>``;
-* pod-shared container: ``cpuset.cpus`` = the pod shared pool, quota untouched;
-* node-shared container of a managed pod: ``cpuset.cpus`` = the node shared pool
+* pod_shared container: ``cpuset.cpus`` = the pod shared pool, quota untouched;
+* node_shared container of a managed pod: ``cpuset.cpus`` = the node shared pool
   (so it cannot inherit a sibling's exclusive CPUs from the pod cgroup);
 * managed pod cgroup: ``cpuset.cpus`` = union of its containers' sets and
   the *interim* set, ``cpu.max`` = ``max <period>`` when any container is
@@ -25,15 +25,34 @@ to ``None`` are left alone (the runtime's or the kernel's value stands).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from agent.cpuset import CPUSet
+from agent.pods import ContainerKind, QOSClass
 
-__all__ = ["DesiredValues", "ContainerPlan", "PodPlan", "Plan", "POOLS", "KINDS"]
+__all__ = ["AssignmentType", "ContainerPlan", "DesiredValues", "Plan", "PodPlan", "Pool", "assignment_type"]
 
-#: Container pools, as reported in plans, logs and metrics.
-POOLS = ("exclusive", "pod-shared", "node-shared")
-#: Container kinds.
-KINDS = ("init", "sidecar", "app")
+
+class Pool(StrEnum):
+    """Where a container runs, as plans, logs and the ``pool`` label of the usage metric say it."""
+
+    EXCLUSIVE = "exclusive"
+    POD_SHARED = "pod_shared"
+    NODE_SHARED = "node_shared"
+
+
+class AssignmentType(StrEnum):
+    """A container's CPU assignment as the kubelet's ``resource_manager_container_assignments`` names it.
+
+    The kubelet's three types, plus ``node_shared`` for a container of a
+    managed pod that runs in the node shared pool. The shared ones are spelled
+    exactly as the matching :class:`Pool`.
+    """
+
+    NODE_EXCLUSIVE = "node_exclusive"
+    POD_EXCLUSIVE = "pod_exclusive"
+    POD_SHARED = "pod_shared"
+    NODE_SHARED = "node_shared"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,8 +72,8 @@ class ContainerPlan:
     """One container: where it runs and what its cgroup should hold."""
 
     name: str
-    kind: str
-    pool: str
+    kind: ContainerKind
+    pool: Pool
     cpus: CPUSet
     numa: tuple[int, ...]
     container_id: str | None
@@ -68,7 +87,7 @@ class PodPlan:
     uid: str
     namespace: str
     name: str
-    qos: str
+    qos: QOSClass
     admitted: bool
     reason: str | None
     message: str | None
@@ -108,3 +127,17 @@ class Plan:
             if plan.uid == uid:
                 return plan
         raise KeyError(uid)
+
+
+def assignment_type(pod: PodPlan, container: ContainerPlan) -> AssignmentType:
+    """The ``assignment_type`` of one container.
+
+    An exclusive container is ``pod_exclusive`` when its pod has a bubble (its
+    slice was carved from the pod's CPUs) and ``node_exclusive`` otherwise, as in
+    the kubelet's ``resource_manager_container_assignments``.
+    """
+    if container.pool == Pool.EXCLUSIVE:
+        return AssignmentType.POD_EXCLUSIVE if pod.bubble is not None else AssignmentType.NODE_EXCLUSIVE
+    if container.pool == Pool.POD_SHARED:
+        return AssignmentType.POD_SHARED
+    return AssignmentType.NODE_SHARED

@@ -1,7 +1,8 @@
 """The planner: admit and release pods, and say what every cgroup should hold.
 
-``Planner`` is the pure core's whole API (style §1): it is built from a
-:class:`Topology`, an :class:`AgentConfig` and optionally a
+``Planner`` is the pure core's whole API (``docs/style.md``, "Functional core, imperative shell"):
+it is built from a
+:class:`Topology`, a :class:`PlannerConfig` and optionally a
 :class:`NodeState` restored from a checkpoint; ``admit(pod)`` returns a
 :class:`Decision`, ``release(uid)`` frees a gone pod, ``snapshot()`` gives the
 current :class:`NodeState`, and ``plan(pods)`` the desired cgroup values.
@@ -23,29 +24,33 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from agent.alloc.adopt import Observed, seed_observed
-from agent.alloc.cpu import StaticCPUPolicy, reserved_cpus_for
-from agent.alloc.cpu_state import CPUState, validate_cpu_state
-from agent.alloc.errors import AllocationError, PlacementError
-from agent.alloc.hints import NUMAInfo, ids_of
-from agent.alloc.memory import StaticMemoryPolicy
-from agent.alloc.memory_state import MemoryState, NUMAMemory, default_machine_state
-from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan
-from agent.alloc.rebase import affected_pods, rebase_state
-from agent.alloc.scope import Providers, admit_pod
-from agent.alloc.state import CheckpointError, NodeState, PodRecord, validate_node_state
-from agent.alloc.tm_policy import make_policy
-from agent.config import AgentConfig
+from agent.alloc.admission import Providers, admit_pod
+from agent.alloc.cpumanager import CPUManagerPolicy, CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
+from agent.alloc.errors import AllocationError, CheckpointError, PlacementError, PlannerError
+from agent.alloc.memorymanager import (
+    MemoryManagerPolicy,
+    MemoryState,
+    NUMAMemory,
+    StaticMemoryPolicy,
+    default_machine_state,
+)
+from agent.alloc.plan import ContainerPlan, DesiredValues, Plan, PodPlan, Pool
+from agent.alloc.planner_config import PlannerConfig
+from agent.alloc.state import (
+    NodeState,
+    Observed,
+    PodRecord,
+    affected_pods,
+    rebase_state,
+    seed_observed,
+    validate_node_state,
+)
+from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.cpuset import CPUSet
-from agent.pods.eligibility import container_exclusive_cpus
-from agent.pods.model import PodView
+from agent.pods import ContainerKind, PodView, QOSClass, container_exclusive_cpus
 from agent.topology.model import Topology
 
-__all__ = ["Planner", "PlannerError", "Decision"]
-
-
-class PlannerError(ValueError):
-    """A configuration that cannot work on this machine; the message names the setting."""
+__all__ = ["Decision", "Planner"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,7 +73,7 @@ class Decision:
 class Planner:
     """Admits pods into a :class:`NodeState` and plans the cgroup values."""
 
-    def __init__(self, topology: Topology, config: AgentConfig, state: NodeState | None = None) -> None:
+    def __init__(self, topology: Topology, config: PlannerConfig, state: NodeState | None = None) -> None:
         """Build the policies for this machine and adopt ``state`` (validated) or start empty.
 
         Raises:
@@ -81,12 +86,14 @@ class Planner:
         options = config.cpu_policy_options
         self._cpu: StaticCPUPolicy | None = None
         reserved = CPUSet()
-        if config.cpu_manager_policy == "static":
+        if config.cpu_manager_policy == CPUManagerPolicy.STATIC:
             reserved = self._reservation(topology, config, state)
         numa_info = NUMAInfo.from_topology(topology)
-        if config.cpu_manager_policy == "static":
+        if config.cpu_manager_policy == CPUManagerPolicy.STATIC:
             self._cpu = StaticCPUPolicy(topology, options, reserved, numa_info)
-        self._memory = StaticMemoryPolicy(numa_info) if config.memory_manager_policy == "Static" else None
+        self._memory = (
+            StaticMemoryPolicy(numa_info) if config.memory_manager_policy == MemoryManagerPolicy.STATIC else None
+        )
         self._expected_memory: dict[int, NUMAMemory] | None = None
         if self._memory is not None:
             held = {e.numa_node: dict(e.limits) for e in config.reserved_memory}
@@ -101,17 +108,18 @@ class Planner:
 
     # -- construction --------------------------------------------------------------------
     @staticmethod
-    def _check_machine(topology: Topology, config: AgentConfig) -> None:
+    def _check_machine(topology: Topology, config: PlannerConfig) -> None:
         nodes = topology.memory_numa_ids
         limit = config.topology_policy_options.max_allowable_numa_nodes
-        if config.topology_manager_policy != "none" and len(nodes) > limit:
+        if config.topology_manager_policy != TopologyManagerPolicy.NONE and len(nodes) > limit:
             raise PlannerError(
                 f"topologyManagerPolicy: unsupported on machines with more than {limit} NUMA Nodes "
                 f"(this one has {len(nodes)}; raise topologyManagerPolicyOptions max-allowable-numa-nodes)"
             )
         if config.topology_policy_options.prefer_closest_numa and not topology.has_distances():
             raise PlannerError(
-                "topologyManagerPolicyOptions: prefer-closest-numa-nodes needs the NUMA distances, which this machine does not list"
+                "topologyManagerPolicyOptions: prefer-closest-numa-nodes needs the NUMA distances, which this "
+                "machine does not list"
             )
         if (
             config.cpu_policy_options.align_by_socket
@@ -126,7 +134,9 @@ class Planner:
             raise PlannerError(
                 f"reservedSystemCPUs: CPUs {unknown} are not online CPUs of this machine ({topology.online_cpus})"
             )
-        if config.cpu_manager_policy == "static" and config.num_reserved_cpus() >= len(topology.online_cpus):
+        if config.cpu_manager_policy == CPUManagerPolicy.STATIC and config.num_reserved_cpus() >= len(
+            topology.online_cpus
+        ):
             raise PlannerError(
                 f"kubeReserved/systemReserved: reserving {config.num_reserved_cpus()} CPUs leaves none of the "
                 f"{len(topology.online_cpus)} online CPUs for pods"
@@ -138,16 +148,20 @@ class Planner:
                 )
 
     @staticmethod
-    def _reservation(topology: Topology, config: AgentConfig, state: NodeState | None) -> CPUSet:
+    def _reservation(topology: Topology, config: PlannerConfig, state: NodeState | None) -> CPUSet:
         """The reserved CPUs: a restored state's own set while it still fits, else chosen afresh.
 
         Chosen by take-by-topology, the set depends on which CPUs are online; after
         a hotplug or a restart it must not move onto CPUs a pod holds.
         """
         count, explicit = config.num_reserved_cpus(), config.reserved_system_cpus
-        if state is not None and state.reserved.is_subset_of(topology.online_cpus) and len(state.reserved) == count:
-            if not explicit or state.reserved == explicit:
-                return state.reserved
+        if (
+            state is not None
+            and state.reserved.is_subset_of(topology.online_cpus)
+            and len(state.reserved) == count
+            and (not explicit or state.reserved == explicit)
+        ):
+            return state.reserved
         try:
             return reserved_cpus_for(topology, config.cpu_policy_options, count, explicit)
         except AllocationError as err:
@@ -165,7 +179,8 @@ class Planner:
     def _adopt(self, state: NodeState, reserved: CPUSet) -> NodeState:
         if state.online != self.topology.online_cpus:
             raise CheckpointError(
-                f'current set of available CPUs "{self.topology.online_cpus}" doesn\'t match with CPUs in state "{state.online}"'
+                f'current set of available CPUs "{self.topology.online_cpus}" doesn\'t match with CPUs in state '
+                f'"{state.online}"'
             )
         if state.reserved != reserved:
             raise CheckpointError(
@@ -209,7 +224,11 @@ class Planner:
         if observed is not None and self._cpu is not None:
             cpu = self._state.cpu.copy()
             kept = seed_observed(
-                cpu, pod, observed, self._cpu.available(cpu), pod_scope=self.config.topology_manager_scope == "pod"
+                cpu,
+                pod,
+                observed,
+                self._cpu.available(cpu),
+                pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD,
             )
             if kept or pod.uid in cpu.pod_entries:
                 decision = self._admit(pod, cpu, kept=tuple(kept))
@@ -340,6 +359,8 @@ class Planner:
         return nodes or None
 
     def _pod_plan(self, pod: PodView, shared: CPUSet, decision: Decision | None) -> PodPlan:
+        # Locals, not enum lookups, in the loop below: plan() runs it for every container of the node.
+        exclusive, pod_shared, node_shared = Pool.EXCLUSIVE, Pool.POD_SHARED, Pool.NODE_SHARED
         state = self._state
         record = state.pods.get(pod.uid)
         assignments = state.cpu.assignments.get(pod.uid, {})
@@ -354,13 +375,13 @@ class Planner:
         for container in pod.all_containers:
             cpus = assignments.get(container.name)
             if cpus is None:
-                pool = "node-shared"
+                pool = node_shared
                 cpus = shared
             elif bubble is not None and container_exclusive_cpus(pod, container) == 0:
-                pool = "pod-shared"
+                pool = pod_shared
             else:
-                pool = "exclusive"
-            any_exclusive = any_exclusive or pool == "exclusive"
+                pool = exclusive
+            any_exclusive = any_exclusive or pool is exclusive
             container_mems = self._mems(pod.uid, container.name)
             union = union | cpus
             mems = mems | (container_mems or CPUSet())
@@ -368,7 +389,7 @@ class Planner:
                 DesiredValues(
                     cpuset_cpus=cpus,
                     cpuset_mems=container_mems,
-                    cpu_max=period if pool == "exclusive" else None,
+                    cpu_max=period if pool is exclusive else None,
                 )
                 if managed
                 else DesiredValues()
@@ -388,12 +409,14 @@ class Planner:
         if managed:
             interim = shared
             if bubble is not None:
-                slices = CPUSet().union(*(c.cpus for c in containers if c.pool == "exclusive" and c.kind != "init"))
+                slices = CPUSet().union(
+                    *(c.cpus for c in containers if c.pool is exclusive and c.kind != ContainerKind.INIT)
+                )
                 interim = (bubble - slices) or shared
             pod_desired = DesiredValues(
                 cpuset_cpus=union | interim, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None
             )
-        elif pod.qos == "Guaranteed":
+        elif pod.qos == QOSClass.GUARANTEED:
             pod_desired = DesiredValues(cpuset_cpus=shared)
         else:
             pod_desired = DesiredValues()

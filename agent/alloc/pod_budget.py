@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.alloc.errors import EmptyPodSharedPoolError
-from agent.pods.model import ContainerView, PodView
+from agent.pods import ContainerKind, ContainerView, PodView
 
 __all__ = ["validate_pod_budget"]
 
@@ -38,7 +38,7 @@ def validate_pod_budget(pod: PodView, resource: str, total: int, exclusive: Call
     shared_long_running = False
     for container in pod.init_containers:
         amount = exclusive(container)
-        if container.kind == "sidecar":
+        if container.kind == ContainerKind.SIDECAR:
             if amount > 0:
                 sidecars += amount
             else:

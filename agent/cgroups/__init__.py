@@ -28,7 +28,6 @@ from agent.cgroups.layout import (
     Driver,
     PodLocation,
     PodUID,
-    QOSClass,
     Runtime,
     ScannedContainer,
     ScannedPod,
@@ -46,6 +45,7 @@ from agent.cgroups.watch import (
     PodCgroupAppeared,
     Sink,
     WatchEvent,
+    WatchMode,
 )
 
 __all__ = [
@@ -64,7 +64,6 @@ __all__ = [
     "PodUID",
     "CgroupPath",
     "Driver",
-    "QOSClass",
     "Runtime",
     "ContainerID",
     "CgroupLayout",
@@ -94,4 +93,5 @@ __all__ = [
     "CgroupRemoved",
     "WatchEvent",
     "Sink",
+    "WatchMode",
 ]

@@ -38,7 +38,7 @@ from agent.cgroups.values import (
     ApplyReport,
     CgroupValues,
     WriteRecord,
-    _format_cpu_max,
+    format_cpu_max,
     parse_cpu_max,
 )
 from agent.cgroups.writer import OrderedWriter
@@ -172,7 +172,7 @@ class CgroupFS:
             quota, period = parse_cpu_max(text, require_period=True)
         except CgroupValueError as error:
             raise self._bad(cgroup, CPU_MAX, text, error) from error
-        return _format_cpu_max(quota, period if period is not None else DEFAULT_CFS_PERIOD_US)
+        return format_cpu_max(quota, period if period is not None else DEFAULT_CFS_PERIOD_US)
 
     def read_values(self, cgroup: Path) -> CgroupValues:
         """The configured (not effective) ``cpuset.cpus``, ``cpuset.mems`` and ``cpu.max``."""

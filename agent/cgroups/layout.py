@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Literal
 
 from agent.cgroups.errors import CgroupDriverError, CgroupPathError, CgroupV1Error
+from agent.pods import QOSClass
 
 __all__ = [
     "PodUID",
     "CgroupPath",
     "Driver",
-    "QOSClass",
     "Runtime",
     "ContainerID",
     "CgroupLayout",
@@ -71,14 +71,6 @@ class Driver(StrEnum):
 
     SYSTEMD = "systemd"
     CGROUPFS = "cgroupfs"
-
-
-class QOSClass(StrEnum):
-    """A pod's ``status.qosClass``; the values are the Kubernetes API strings."""
-
-    GUARANTEED = "Guaranteed"
-    BURSTABLE = "Burstable"
-    BESTEFFORT = "BestEffort"
 
 
 class Runtime(StrEnum):

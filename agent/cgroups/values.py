@@ -23,6 +23,7 @@ __all__ = [
     "WriteRecord",
     "ApplyReport",
     "parse_cpu_max",
+    "format_cpu_max",
     "CPUS",
     "MEMS",
     "CPU_MAX",
@@ -56,7 +57,8 @@ def parse_cpu_max(text: str, *, require_period: bool = False) -> tuple[int | Non
     return quota, period
 
 
-def _format_cpu_max(quota: int | None, period: int) -> str:
+def format_cpu_max(quota: int | None, period: int) -> str:
+    """The ``cpu.max`` text: ``<quota> <period>``, or ``max <period>`` without a quota."""
     return f"{'max' if quota is None else quota} {period}"
 
 

@@ -32,12 +32,15 @@ import select
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal, Protocol
 
-from agent.cgroups.layout import CgroupLayout, PodUID, QOSClass, Runtime, scan
+from agent.cgroups.layout import CgroupLayout, PodUID, Runtime, scan
+from agent.pods import QOSClass
 
 __all__ = [
+    "WatchMode",
     "PodCgroupAppeared",
     "ContainerCgroupAppeared",
     "CgroupRemoved",
@@ -51,6 +54,15 @@ __all__ = [
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
 _IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR, _IN_ISDIR = 0x4000, 0x8000, 0x01000000, 0x40000000
 _MASK = _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_ONLYDIR
+
+
+class WatchMode(StrEnum):
+    """``cgroupWatch``: how new cgroups are noticed between the periodic resyncs."""
+
+    AUTO = "auto"
+    INOTIFY = "inotify"
+    POLL = "poll"
+    OFF = "off"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +101,7 @@ _Node = QOSClass | PodCgroupAppeared | ContainerCgroupAppeared
 """A known directory: a QoS level (kubepods is the Guaranteed one), a pod or a container."""
 
 
-class _InotifyFailed(Exception):
+class _InotifyError(Exception):
     """inotify stopped working (watch limit, closed descriptor): switch to polling."""
 
     def __init__(self, error: OSError) -> None:
@@ -107,9 +119,9 @@ class INotifyLike(Protocol):
     """The part of ``inotify_simple.INotify`` the watcher uses (tests substitute it)."""
 
     def fileno(self) -> int: ...
-    def add_watch(self, path: Path, mask: int) -> int: ...
-    def rm_watch(self, wd: int) -> None: ...
-    def read(self, timeout: int | None = None) -> Iterable[_RawEvent]: ...
+    def add_watch(self, path: Path, mask: int, /) -> int: ...
+    def rm_watch(self, wd: int, /) -> None: ...
+    def read(self, timeout: int | None = None, /) -> Iterable[_RawEvent]: ...
     def close(self) -> None: ...
 
 
@@ -141,7 +153,8 @@ class CgroupWatcher:
     Args:
         layout: the node's cgroup layout.
         sink: called with each :data:`WatchEvent`.
-        mode: ``auto`` (inotify, else polling), ``inotify`` (fail if unavailable) or ``poll``.
+        mode: ``auto`` (inotify, else polling), ``inotify`` (fail if unavailable) or ``poll``; ``off`` is
+            the caller's to honour, by never starting the watcher.
         poll_interval: seconds between scans in polling mode.
         timeout: the longest the thread waits before checking the stop event
             (stop also wakes it at once through a pipe).
@@ -153,7 +166,7 @@ class CgroupWatcher:
         layout: CgroupLayout,
         sink: Sink,
         *,
-        mode: Literal["auto", "inotify", "poll"] = "auto",
+        mode: WatchMode = WatchMode.AUTO,
         poll_interval: float = 1.0,
         timeout: float = 0.5,
         inotify_factory: Callable[[], INotifyLike] = _default_inotify,
@@ -164,7 +177,7 @@ class CgroupWatcher:
         self.poll_interval = poll_interval
         self.timeout = timeout
         self._factory = inotify_factory
-        self.mode: Literal["inotify", "poll", "stopped"] = "stopped"
+        self.mode: WatchMode | Literal["stopped"] = "stopped"
         self.fallback_reason: str | None = None
         self.error: Exception | None = None
         self._ino: INotifyLike | None = None
@@ -177,19 +190,19 @@ class CgroupWatcher:
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         """Set up watches (or the first scan), report existing cgroups, start the thread."""
-        if self._requested != "poll":
+        if self._requested != WatchMode.POLL:
             try:
                 self._ino = self._factory()
-                self.mode = "inotify"
+                self.mode = WatchMode.INOTIFY
                 self._adopt(self.layout.kubepods(), QOSClass.GUARANTEED)
-            except (OSError, _InotifyFailed) as failure:
-                error = failure.error if isinstance(failure, _InotifyFailed) else failure
+            except (OSError, _InotifyError) as failure:
+                error = failure.error if isinstance(failure, _InotifyError) else failure
                 self._close_inotify()
-                if self._requested == "inotify":
+                if self._requested == WatchMode.INOTIFY:
                     raise error from None
                 self._fall_back(error)
         if self._ino is None:
-            self.mode = "poll"
+            self.mode = WatchMode.POLL
             self._resync()
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(target=self._run, name="podpin-cgroup-watch", daemon=True)
@@ -224,7 +237,7 @@ class CgroupWatcher:
             if self._ino is not None:
                 try:
                     self._inotify_loop()
-                except _InotifyFailed as failure:
+                except _InotifyError as failure:
                     self._fall_back(failure.error)
                     self._resync()
             while not self._stop.wait(self.poll_interval):
@@ -234,7 +247,7 @@ class CgroupWatcher:
 
     def _fall_back(self, error: OSError) -> None:
         self._close_inotify()
-        self.mode = "poll"
+        self.mode = WatchMode.POLL
         self.fallback_reason = f"inotify unavailable: {error.strerror or error}"
 
     def _close_inotify(self) -> None:
@@ -253,9 +266,9 @@ class CgroupWatcher:
             if not poller.poll(self.timeout * 1000) or self._stop.is_set():
                 continue
             try:
-                events = list(self._ino.read(timeout=0))
+                events = list(self._ino.read(0))
             except OSError as error:
-                raise _InotifyFailed(error) from error
+                raise _InotifyError(error) from error
             for event in events:
                 self._handle(event)
 
@@ -305,7 +318,7 @@ class CgroupWatcher:
             except OSError as error:
                 if error.errno in (errno.ENOENT, errno.ENOTDIR):
                     return  # removed again before we looked; its DELETE event follows
-                raise _InotifyFailed(error) from error
+                raise _InotifyError(error) from error
         self._known[path] = node
         if not isinstance(node, QOSClass):
             self._sink(node)

@@ -2,7 +2,7 @@
 
 :meth:`agent.cgroups.fs.CgroupFS.apply` hands its work to :class:`OrderedWriter`,
 which writes a set of desired values in the order the kernel needs (see
-``docs/cgroup-v2-notes.md``):
+``docs/design.md``, "cgroup v2 facts"):
 
 1. top-down, every cgroup that has desired descendants and whose cpuset does not
    already cover its desired set is widened to current ∪ desired, so a child is
@@ -48,7 +48,7 @@ from agent.cgroups.values import (
     ApplyReport,
     CgroupValues,
     WriteRecord,
-    _format_cpu_max,
+    format_cpu_max,
     parse_cpu_max,
 )
 from agent.cpuset import CPUSet
@@ -114,7 +114,7 @@ def _plan_writes(
         if values.cpu_max is not None:
             quota, period = parse_cpu_max(values.cpu_max)
             old = limits[path]
-            new = _format_cpu_max(quota, period if period is not None else int(old.split()[1]))
+            new = format_cpu_max(quota, period if period is not None else int(old.split()[1]))
             if new == old:
                 unchanged.append((path, CPU_MAX))
             else:
@@ -173,10 +173,8 @@ class OrderedWriter:
                 failures.append(error)
                 failed.add(path)
         steps, unchanged = _plan_writes({p: v for p, v in plans.items() if p not in failed}, parents, sets, limits)
-        writes: list[WriteRecord] = []
-        for step in steps:
-            if step.path not in failed:  # nothing more for a cgroup after its first failure
-                writes.append(self._execute(step, failures, failed))
+        # Nothing more for a cgroup after its first failure (_execute adds to ``failed`` as it goes).
+        writes = [self._execute(step, failures, failed) for step in steps if step.path not in failed]
         mismatches = [
             mismatch
             for path in _top_down(plans)

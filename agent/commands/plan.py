@@ -16,11 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent.alloc.planner import Decision, Planner, PlannerError
-from agent.alloc.options import OptionsError
+from agent.alloc import Decision, MemoryManagerPolicy, OptionsError, Planner, PlannerError
 from agent.config import ConfigError, config_from_mapping, load_config
-from agent.kube.manifests import ManifestError, parse_manifest
 from agent.pods.errors import PodSpecError
+from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
 from agent.render.plan_json import plan_to_dict
 from agent.render.plan_text import render_plan_text
@@ -98,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             config = load_config(args.config)
         topology = load_topology(args.topology, args.sysfs_root)
-        planner = Planner(topology, config)
+        planner = Planner(topology, config.planner)
     except (ConfigError, TopologyError, PlannerError, OptionsError) as err:
         print(f"podpin plan: {err}", file=sys.stderr)
         return 2
@@ -116,5 +115,9 @@ def run(args: argparse.Namespace) -> int:
             document["errors"] = problems
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
-        sys.stdout.write(render_plan_text(plan, topology, show_mems=config.memory_manager_policy == "Static"))
+        sys.stdout.write(
+            render_plan_text(
+                plan, topology, show_mems=config.planner.memory_manager_policy == MemoryManagerPolicy.STATIC
+            )
+        )
     return 1 if problems else 0

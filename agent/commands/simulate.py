@@ -27,8 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from agent.alloc.options import OptionsError
-from agent.alloc.planner import PlannerError
+from agent.alloc import OptionsError, PlannerError
 from agent.config import ConfigError, config_from_mapping
 from agent.sim.codec import WorkloadError, load_workload
 from agent.sim.engine import simulate

@@ -1,42 +1,30 @@
 """The Kubernetes side of podpin: pod sources (API list+watch, manifest directory) and Events.
 
 Sources only translate the outside world into :class:`PodEvent` values carrying
-raw pod dicts; they never decide anything (DESIGN §2). Events are posted off
+raw pod dicts; they never decide anything (``docs/design.md``, "Data flow"). Events are posted off
 the caller's thread and never fail the caller.
 
-The names below are resolved on first use: ``agent.kube.manifests`` (what
-``podpin plan`` needs) must not pull in the Kubernetes client, which costs a
-command seconds of start-up and tens of MiB.
+Importing this package loads the Kubernetes client (tens of MiB, seconds of
+start-up in a VM), so only the agent's ``run`` path imports it; the pure
+manifest parsing that ``podpin plan`` needs is :mod:`agent.pods.manifests`.
 """
 
-from __future__ import annotations
+from agent.kube.api import CoreCalls
+from agent.kube.client import KubeConfigError, load_api
+from agent.kube.dirsource import DirSource
+from agent.kube.events import EventOutcome, EventRecorder, EventStats, PodRef
+from agent.kube.source import KubeSource, PodEvent, PodSource
 
-from importlib import import_module
-from typing import Any
-
-_EXPORTS = {
-    "KubeConfigError": "agent.kube.client",
-    "load_api": "agent.kube.client",
-    "DirSource": "agent.kube.dirsource",
-    "EventOutcome": "agent.kube.events",
-    "EventRecorder": "agent.kube.events",
-    "EventStats": "agent.kube.events",
-    "PodRef": "agent.kube.events",
-    "ManifestError": "agent.kube.manifests",
-    "parse_manifest": "agent.kube.manifests",
-    "stable_uid": "agent.kube.manifests",
-    "KubeSource": "agent.kube.source",
-    "PodEvent": "agent.kube.source",
-    "PodSource": "agent.kube.source",
-}
-
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__all__ = [
+    "CoreCalls",
+    "DirSource",
+    "EventOutcome",
+    "EventRecorder",
+    "EventStats",
+    "KubeConfigError",
+    "KubeSource",
+    "PodEvent",
+    "PodRef",
+    "PodSource",
+    "load_api",
+]

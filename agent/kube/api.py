@@ -63,7 +63,8 @@ class CoreCalls:
             auth_settings=_AUTH,
             collection_formats={},
         )
-        return self.api_client._call_with_legacy_options(  # the generated methods' own path
+        # The generated methods' own path; the client offers no public call taking a prepared request.
+        return self.api_client._call_with_legacy_options(  # noqa: SLF001
             request, {"200": "object", "201": "object"}, None, preload_content, request_timeout, True
         )
 

@@ -101,6 +101,6 @@ def _try_kubeconfig(files: str, configuration: Configuration) -> str | None:
         kube_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=files, client_configuration=configuration, persist_config=False
         )
-    except Exception as err:  # noqa: BLE001 - the loader raises anything from YAML to KeyError on a bad file
+    except Exception as err:
         return " ".join(str(err).split()) or type(err).__name__
     return None

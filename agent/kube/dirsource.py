@@ -15,8 +15,8 @@ from typing import Any
 
 import structlog
 
-from agent.kube.manifests import MANIFEST_SUFFIXES, ManifestError, on_node, parse_manifest
 from agent.kube.source import Pod, PodEvent
+from agent.pods.manifests import MANIFEST_SUFFIXES, ManifestError, on_node, parse_manifest
 
 try:
     import inotify_simple  # type: ignore[import-untyped]

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
-from agent.kube.api import CoreCalls
 from kubernetes.client.exceptions import ApiException
+
+from agent.kube.api import CoreCalls
 
 __all__ = ["EventRecorder", "EventStats", "EventOutcome", "PodRef"]
 
@@ -204,7 +205,7 @@ class EventRecorder:
             self._report_drops(drops)
             try:
                 self._deliver(item)
-            except Exception as err:  # noqa: BLE001 - the thread must outlive any surprise
+            except Exception as err:
                 self._fail(item, err)
             with self._cond:
                 self._busy = False
@@ -229,7 +230,7 @@ class EventRecorder:
                 if err.status != 404:
                     self._fail(item, err)
                     return
-            except Exception as err:  # noqa: BLE001 - network errors come as urllib3 exceptions
+            except Exception as err:
                 self._fail(item, err)
                 return
             else:
@@ -247,7 +248,7 @@ class EventRecorder:
                 self._body(item, posted),
                 _request_timeout=self._request_timeout,
             )
-        except Exception as err:  # noqa: BLE001 - ApiException or urllib3 network errors
+        except Exception as err:
             self._fail(item, err)
             return
         self._cache[key] = posted
@@ -302,7 +303,7 @@ class EventRecorder:
             return
         try:
             self._on_outcome(event_type, outcome)
-        except Exception:  # noqa: BLE001 - a metrics hook must not stop Events
+        except Exception:
             _log.exception("event.hook_failed", node=self._node, outcome=outcome)
 
 

@@ -3,13 +3,12 @@
 A source hands over every pod bound to this node exactly as it was written —
 the raw camelCase dict of the API or of a manifest — never a client model: a pod
 field newer than the client's models must survive, and judging whether a pod is
-well-formed is the consumer's job (DESIGN §2). Two sources exist:
+well-formed is the consumer's job (``docs/design.md``, "Data flow"). Two sources exist:
 
 - :class:`KubeSource` lists and watches the API server (``spec.nodeName`` field
   selector), the normal DaemonSet mode.
-- :class:`DirSource` reads a directory of manifests, for nodes without an API
-  server connection and for tests. It lives in ``agent/kube/dirsource.py``
-  (this module resolves the name lazily, so both import paths work).
+- :class:`~agent.kube.dirsource.DirSource` reads a directory of manifests, for
+  nodes without an API server connection and for tests.
 
 Both block in ``run(emit, stop)`` until ``stop`` is set and call ``emit`` from
 their own thread.
@@ -25,18 +24,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import structlog
 import urllib3
 from kubernetes import watch
-from agent.kube.api import CoreCalls
 from kubernetes.client.exceptions import ApiException
 
-if TYPE_CHECKING:
-    from agent.kube.dirsource import DirSource
+from agent.kube.api import CoreCalls
 
-__all__ = ["PodEvent", "PodSource", "KubeSource", "DirSource", "Sleep"]
+__all__ = ["PodEvent", "PodSource", "KubeSource", "Sleep"]
 
 _log = structlog.get_logger("podpin.kube.source")
 
@@ -162,7 +159,7 @@ class KubeSource:
                     why = "resync"
                 try:
                     pods, version = self._list()
-                except Exception as err:  # noqa: BLE001 - any failure of the list is retried
+                except Exception as err:
                     failures += 1
                     version = None
                     self._pause(stop, failures, log, "watch.list_failed", err)
@@ -249,7 +246,7 @@ class KubeSource:
                     event = next(stream)
                 except StopIteration:
                     return _End.CLOSED, version, delivered, None
-                except Exception as err:  # noqa: BLE001 - whatever broke the stream, the answer is the same
+                except Exception as err:
                     if stop.is_set():
                         return _End.STOPPED, version, delivered, None
                     gone = isinstance(err, ApiException) and err.status == 410
@@ -298,7 +295,7 @@ def _describe(err: object) -> str:
 class _Interrupter:
     """Ends the current watch once ``stop`` is set, retrying until the watching thread has left it.
 
-    ``Watch.stop()`` can be lost (kube-client-notes): ``stream()`` resets the
+    ``Watch.stop()`` can be lost (``docs/design.md``, "Kubernetes client facts"): ``stream()`` resets the
     stop flag when it starts, and a stop before the HTTP response exists has
     no socket to shut down. So after ``stop`` this thread repeats ``stop()``
     on whatever watch is current every 20 ms until :meth:`finish` is called.
@@ -333,12 +330,3 @@ class _Interrupter:
                 current = self._current
             if current is not None:
                 current.stop()  # type: ignore[no-untyped-call]
-
-
-def __getattr__(name: str) -> Any:
-    """``from agent.kube.source import DirSource`` without an import cycle (dirsource needs PodEvent)."""
-    if name == "DirSource":
-        from agent.kube.dirsource import DirSource
-
-        return DirSource
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

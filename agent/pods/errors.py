@@ -16,9 +16,10 @@ families, and the difference is deliberate:
   container aggregate, unsupported pod-level resource, ...). These are worded
   byte for byte as the API server's ``field.Error`` renders them, including its
   path notation with the resource name as a key, so an operator can match
-  podpin's Event against the text ``kubectl apply`` prints::
+  podpin's Event against the text ``kubectl apply`` prints (one line)::
 
-      spec.resources.requests[cpu]: Invalid value: "1": must be greater than or equal to aggregate container requests of 1500m
+      spec.resources.requests[cpu]: Invalid value: "1": must be greater than or equal to aggregate
+      container requests of 1500m
 """
 
 from __future__ import annotations

@@ -32,19 +32,21 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from agent.pods.errors import PodSpecError
-from agent.pods.qos import QOS_CLASSES, QOSClass, pod_qos
+from agent.pods.qos import QOSClass, pod_qos
 from agent.pods.resources import (
     ContainerKind,
     ContainerResources,
     ExactResources,
     Resources,
     ResourceSpec,
+    aggregate,
     default_pod_level,
+    frozen_resources,
     parse_resource_list,
 )
 from agent.pods.validation import validate_pod
 
-__all__ = ["MIRROR_ANNOTATION", "ContainerState", "ContainerView", "PodView", "pod_from_dict"]
+__all__ = ["MIRROR_ANNOTATION", "ContainerState", "ContainerView", "PodView", "effective_requests", "pod_from_dict"]
 
 ContainerState = Literal["running", "waiting", "terminated", "unknown"]
 """The container's current state from its status; ``unknown`` when there is no status yet."""
@@ -211,9 +213,9 @@ def _read_container(raw: object, key: str, index: int) -> _Container:
     item = _entry(raw, path)
     name = _required_string(item, "name", path)
     restart_policy = _string(item, "restartPolicy", path)
-    kind: ContainerKind = "app"
+    kind: ContainerKind = ContainerKind.APP
     if key == "initContainers":
-        kind = "sidecar" if restart_policy == "Always" else "init"
+        kind = ContainerKind.SIDECAR if restart_policy == "Always" else ContainerKind.INIT
     resources = _read_resources(item.get("resources"), f"{path}.resources")
     spec = ContainerResources(path=path, kind=kind, resources=resources.with_container_defaults())
     return _Container(name=name, index=index, spec=spec)
@@ -257,10 +259,9 @@ def _read_qos(status: Mapping[str, Any]) -> QOSClass | None:
     value = _string(status, "qosClass", "status")
     if value is None:
         return None
-    for known in QOS_CLASSES:
-        if value == known:
-            return known
-    expected = ", ".join(repr(q) for q in QOS_CLASSES)
+    if value in tuple(QOSClass):
+        return QOSClass(value)
+    expected = ", ".join(repr(q.value) for q in sorted(QOSClass))
     raise PodSpecError.shape("status.qosClass", value, f"unknown QoS class {value!r}, expected one of {expected}")
 
 
@@ -335,4 +336,17 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
         overhead=MappingProxyType({n: a.as_int(n) for n, a in overhead.items()}),
         os_name=os_name,
         mirror_of=mirror_of,
+    )
+
+
+def effective_requests(pod: PodView) -> Resources:
+    """The pod's aggregate container requests (KEP-753), in the planner's integers.
+
+    Pod-level ``spec.resources`` and overhead are not included; see :func:`~agent.pods.resources.aggregate`.
+    """
+    return frozen_resources(
+        aggregate(
+            (c.resources.requests for c in pod.containers),
+            ((c.kind == ContainerKind.SIDECAR, c.resources.requests) for c in pod.init_containers),
+        )
     )

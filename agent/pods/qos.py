@@ -9,8 +9,8 @@ and only amounts above zero.
   containers are ignored. Guaranteed iff cpu and memory both have
   request == limit > 0; BestEffort iff no cpu/memory request or limit above
   zero; else Burstable. The KEP's "implicitly resourced" fallback to
-  per-container values is not what the code does (§1.4 [DISCREPANCY]) and is
-  not done here.
+  per-container values is not what the kubelet's code does, and is not done
+  here (``docs/kubelet-semantics.md``, "QoS class").
 * Other pods: over app and init containers, Guaranteed iff every container has
   both a cpu and a memory limit and, per resource, the summed requests equal the
   summed limits; BestEffort iff nothing is requested or limited; else Burstable.
@@ -21,18 +21,21 @@ and only amounts above zero.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from enum import StrEnum
 from fractions import Fraction
-from typing import Literal
 
 from agent.pods.resources import Amount, ExactResources
 
-__all__ = ["QOSClass", "QOS_CLASSES", "compute_qos", "pod_qos"]
+__all__ = ["QOSClass", "compute_qos", "pod_qos"]
 
-QOSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
-"""A pod QoS class, spelled as in ``status.qosClass``."""
 
-QOS_CLASSES: tuple[QOSClass, ...] = ("BestEffort", "Burstable", "Guaranteed")
-"""The valid values of ``status.qosClass``, sorted."""
+class QOSClass(StrEnum):
+    """A pod QoS class, spelled as in ``status.qosClass`` (the cgroup layout names its levels after it too)."""
+
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BESTEFFORT = "BestEffort"
+
 
 _COMPUTE = ("cpu", "memory")
 
@@ -66,10 +69,10 @@ def compute_qos(*, pod_level: ExactResources | None, containers: Iterable[ExactR
         if set(found) != set(_COMPUTE) and (pod_level is None or resources.limits):
             guaranteed = False
     if not requests and not limits:
-        return "BestEffort"
+        return QOSClass.BESTEFFORT
     if guaranteed and requests.keys() == limits.keys() and all(limits[n] == v for n, v in requests.items()):
-        return "Guaranteed"
-    return "Burstable"
+        return QOSClass.GUARANTEED
+    return QOSClass.BURSTABLE
 
 
 def pod_qos(

@@ -23,10 +23,10 @@ Defaulting is the API server's ``SetDefaults_Pod``, in its order:
 3. Pod-level requests, only when ``spec.resources`` has non-empty limits: a
    resource with a pod limit and no pod request defaults to the aggregated
    container request when some container requests it, else to the pod limit.
-   ``kubelet-resource-managers.md`` §1.3 marks this [DISCREPANCY] (one mimic of
-   ``defaults.go`` uses the aggregate for hugepages only); podpin follows the
-   KEP, so the §1.3 pitfall (pod limits 4 CPU / 4Gi, one container requesting
-   2 / 2Gi) defaults to requests 2 / 2Gi and the pod is Burstable. Hugepages
+   Upstream descriptions disagree on whether cpu and memory take the aggregate;
+   podpin follows the KEP (``docs/kubelet-semantics.md``, "Pod-level
+   defaulting"), so pod limits 4 CPU / 4Gi with one container requesting
+   2 / 2Gi default to requests 2 / 2Gi and the pod is Burstable. Hugepages
    are the exception: they are not overcommittable (request must equal limit),
    so an aggregate below the limit could only produce an invalid pod; they
    default to the pod limit, as upstream's ``IsOvercommitAllowed`` guard does.
@@ -43,15 +43,13 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from agent.pods.errors import PodSpecError
 from agent.quantity import QuantityError, parse_quantity
-
-if TYPE_CHECKING:
-    from agent.pods.model import PodView
 
 __all__ = [
     "Resources",
@@ -65,7 +63,7 @@ __all__ = [
     "aggregate_requests",
     "aggregate_limits",
     "default_pod_level",
-    "effective_requests",
+    "frozen_resources",
     "is_hugepages",
     "is_native",
     "is_overcommittable",
@@ -76,8 +74,18 @@ __all__ = [
 Resources = Mapping[str, int]
 """Resource name -> amount: ``cpu`` in millicores, ``memory``/``hugepages-*`` in bytes, others as ``Value()``."""
 
-ContainerKind = Literal["init", "sidecar", "app"]
-"""``sidecar`` is an init container with ``restartPolicy: Always``."""
+
+class ContainerKind(StrEnum):
+    """What a container is to its pod: a regular init container, a sidecar, or an app container.
+
+    ``sidecar`` is an init container with ``restartPolicy: Always`` (KEP-753):
+    it starts in init order and keeps running beside the app containers.
+    """
+
+    INIT = "init"
+    SIDECAR = "sidecar"
+    APP = "app"
+
 
 Format = Literal["DecimalSI", "BinarySI", "DecimalExponent"]
 """The three ``resource.Format`` values; they decide how a quantity prints."""
@@ -90,7 +98,8 @@ _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _EMPTY: Mapping[str, int] = MappingProxyType({})
 
 
-def _frozen(values: Mapping[str, int]) -> Resources:
+def frozen_resources(values: Mapping[str, int]) -> Resources:
+    """A read-only copy of ``values``."""
     return MappingProxyType(dict(values))
 
 
@@ -236,8 +245,8 @@ class ExactResources:
     def to_spec(self) -> ResourceSpec:
         """The integer form the planner reads."""
         return ResourceSpec(
-            requests=_frozen({name: amount.as_int(name) for name, amount in self.requests.items()}),
-            limits=_frozen({name: amount.as_int(name) for name, amount in self.limits.items()}),
+            requests=frozen_resources({name: amount.as_int(name) for name, amount in self.requests.items()}),
+            limits=frozen_resources({name: amount.as_int(name) for name, amount in self.limits.items()}),
         )
 
 
@@ -330,8 +339,8 @@ def _aggregate_of(containers: Iterable[ContainerResources], *, limits: bool) -> 
         return c.resources.limits if limits else c.resources.requests
 
     return aggregate(
-        (pick(c) for c in listed if c.kind == "app"),
-        ((c.kind == "sidecar", pick(c)) for c in listed if c.kind != "app"),
+        (pick(c) for c in listed if c.kind == ContainerKind.APP),
+        ((c.kind == ContainerKind.SIDECAR, pick(c)) for c in listed if c.kind != ContainerKind.APP),
     )
 
 
@@ -364,16 +373,3 @@ def default_pod_level(pod: ExactResources, containers: Iterable[ContainerResourc
             else:
                 requests[name] = limit
     return ExactResources(requests=requests, limits=limits)
-
-
-def effective_requests(pod: PodView) -> Resources:
-    """The pod's aggregate container requests (KEP-753), in the planner's integers.
-
-    Pod-level ``spec.resources`` and overhead are not included; see :func:`aggregate`.
-    """
-    return _frozen(
-        aggregate(
-            (c.resources.requests for c in pod.containers),
-            ((c.kind == "sidecar", c.resources.requests) for c in pod.init_containers),
-        )
-    )

@@ -23,9 +23,10 @@ Pod level (``spec.resources``):
 * each pod request >= the aggregate container request (KEP-753 formula). With
   hugepages request == limit in every container and at pod level, this also
   gives "pod hugepages limit >= aggregate container hugepages limits";
-* no single container limit above the pod limit. §1.2 is [UNSURE] whether the
-  API server checks init containers here (a port checks app containers only).
-  podpin checks init containers and sidecars too: they run inside the same pod
+* no single container limit above the pod limit. Whether the API server checks
+  init containers here is not certain (a port checks app containers only);
+  podpin checks init containers and sidecars too (``docs/kubelet-semantics.md``,
+  "What a pod can say"): they run inside the same pod
   cgroup, whose ``cpu.max``/``memory.max`` is the pod limit, so a larger init
   limit can never be honoured, and an exclusive init container sized above the
   pod budget would only fail later, less clearly, in pod-scope admission.

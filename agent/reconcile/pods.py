@@ -28,6 +28,7 @@ from typing import Any
 from agent.cgroups.errors import CgroupPathError
 from agent.cgroups.layout import ContainerID, validate_uid
 from agent.kube.source import PodEvent
+from agent.pods import ContainerKind
 from agent.pods.errors import PodSpecError
 from agent.pods.model import MIRROR_ANNOTATION, PodView, pod_from_dict
 
@@ -175,7 +176,7 @@ class PodCache:
                 try:
                     ContainerID.parse(container.container_id)
                 except CgroupPathError as err:
-                    field = self._status_field(view.uid, container.name, container.kind == "app")
+                    field = self._status_field(view.uid, container.name, container.kind == ContainerKind.APP)
                     found.append(
                         BadContainerID(
                             view.namespace,

@@ -1,4 +1,4 @@
-"""The reconciler: pods in, cgroup values out, one pass at a time (DESIGN §2, §4).
+"""The reconciler: pods in, cgroup values out, one pass at a time (``docs/design.md``, "Data flow").
 
 Each pass does, in order:
 
@@ -34,18 +34,17 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc.adopt import Observed
-from agent.alloc.plan import Plan
-from agent.alloc.planner import Decision, Planner, PlannerError
+from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, Pool
 from agent.cgroups.errors import CgroupError
-from agent.cpuset import CPUSet
 from agent.cgroups.fs import ApplyReport, CgroupFS
-from agent.cgroups.layout import CgroupLayout, QOSClass, ScannedContainer, ScannedPod, ensure_inside, scan
+from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
 from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
+from agent.cpuset import CPUSet
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
-from agent.pods.model import PodView
 from agent.metrics import Snapshot
+from agent.pods import ContainerKind, QOSClass
+from agent.pods.model import PodView
 from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
@@ -213,7 +212,7 @@ class Reconciler:
         if self.blocked is not None and not policy.pinning:
             full = True  # nothing was written while the kubelet pinned: write everything now
         self.blocked = policy.reason if policy.pinning else None
-        usage: dict[tuple[str, str, str], float] = {}
+        usage: dict[tuple[Pool, str, str], float] = {}
         if not policy.pinning:
             usage = self._apply(plan, full)
         self._dirty.clear()
@@ -344,7 +343,7 @@ class Reconciler:
                 live = []
             if self.namer is not None:
                 self.namer.identify_live(live, complete=True)
-            return plan_targets(plan, live, self.layout, self._qos_levels(), self.identities), live
+            return plan_targets(plan, live, self._qos_levels(), self.identities), live
         targets: list[Target] = []
         live = []
         for pod in plan.pods:
@@ -358,13 +357,13 @@ class Reconciler:
             live.append(scanned)
             if self.namer is not None:
                 self.namer.identify_live([scanned], complete=False)
-            found = pod_targets(pod, scanned, self.layout, self.identities)
+            found = pod_targets(pod, scanned, self.identities)
             if not dirty and new is not None:
                 found = [t for t in found if t.level == "pod" or t.path in new]
             targets.extend(found)
         return targets, live
 
-    def _apply(self, plan: Plan, full: bool) -> dict[tuple[str, str, str], float]:
+    def _apply(self, plan: Plan, full: bool) -> dict[tuple[Pool, str, str], float]:
         targets, live = self._targets(plan, full)
         desired = {t.path: t.values for t in targets}
         if self.dry_run:
@@ -459,17 +458,17 @@ class Reconciler:
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
             del self._pending[path]
         for pod in plan.pods:
-            pinned = [c for c in pod.containers if c.pool != "node-shared" and c.kind != "init"]
+            pinned = [c for c in pod.containers if c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT]
             if not pinned or not done_pods.get(pod.uid) or self.dry_run:
                 continue
             named = self.identities.named(pod.cgroup_key)
             if all(c.name in named for c in pinned):
                 self.reporter.pinned(pod)
 
-    def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[str, str, str], float]:
+    def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[Pool, str, str], float]:
         """CPU seconds per (pool, namespace, pod) from the containers' ``cpu.stat``."""
         by_uid = {pod.cgroup_key: pod for pod in plan.pods}
-        usage: dict[tuple[str, str, str], float] = {}
+        usage: dict[tuple[Pool, str, str], float] = {}
         for scanned in live:
             pod = by_uid.get(scanned.uid)
             if pod is None:

@@ -1,4 +1,4 @@
-"""Turning decisions and writes into log lines, metrics and Kubernetes Events (DESIGN §6).
+"""Turning decisions and writes into log lines, metrics and Kubernetes Events (``docs/design.md``, "Observability").
 
 One structured line per decision, naming node, namespace, pod, uid and, where
 it applies, container, pool, CPUs, NUMA nodes, ``cpu.max`` and reason. Events
@@ -22,13 +22,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from agent.alloc.plan import PodPlan
-from agent.alloc.planner import Decision
-from agent.alloc.state import PodRecord
+from agent.alloc import Decision, PodPlan, PodRecord, Pool
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import AgentMetrics
+from agent.pods import ContainerKind
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
 
@@ -52,15 +51,16 @@ def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
 
 def pinned_summary(pod: PodPlan) -> str:
     """One line for the ``Pinned`` Event: each exclusive slice, the pod pool and who shares it."""
-    parts = []
-    shared = [c.name for c in pod.containers if c.pool == "pod-shared"]
-    for c in pod.containers:
-        if c.pool == "exclusive" and c.kind != "init":
-            parts.append(f"{c.name}: CPUs {c.cpus} exclusive (NUMA {','.join(map(str, c.numa))})")
+    shared = [c.name for c in pod.containers if c.pool == Pool.POD_SHARED]
+    parts = [
+        f"{c.name}: CPUs {c.cpus} exclusive (NUMA {','.join(map(str, c.numa))})"
+        for c in pod.containers
+        if c.pool == Pool.EXCLUSIVE and c.kind != ContainerKind.INIT
+    ]
     if shared:
-        pool = next(c.cpus for c in pod.containers if c.pool == "pod-shared")
+        pool = next(c.cpus for c in pod.containers if c.pool == Pool.POD_SHARED)
         parts.append(f"{', '.join(shared)}: pod shared pool {pool}")
-    node = [c.name for c in pod.containers if c.pool == "node-shared"]
+    node = [c.name for c in pod.containers if c.pool == Pool.NODE_SHARED]
     if node:
         parts.append(f"{', '.join(node)}: node shared pool")
     return "; ".join(parts) or "no exclusive CPUs"
@@ -113,7 +113,7 @@ class Reporter:
             uid=decision.uid,
             reason=decision.reason,
             message=decision.message,
-            pool="node-shared",
+            pool=Pool.NODE_SHARED,
         )
         self._warn_once(_ref(decision), decision.reason or "UnexpectedAdmissionError", decision.message or "")
 

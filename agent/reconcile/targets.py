@@ -9,7 +9,8 @@ joins the two over the live tree (one ``scan`` of the kubepods hierarchy):
 * a container cgroup gets that container's values when the identity book
   (``identity.py``: NRI, the runtime's bundle, else the pod status) names it
   as a container of this very pod; the sandbox, and any child not named yet
-  (or named by its runtime as part of another pod), gets the pod's interim set.
+  (or named by its runtime as part of another pod), gets the pod's interim set
+  (``docs/design.md``, "Container identity").
 
 Only cgroups that exist are targeted: a pod or container that has not started
 gets its values when its cgroup appears (the watcher tells).
@@ -19,22 +20,38 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from agent.alloc.plan import DesiredValues, Plan, PodPlan
+from agent.alloc import DesiredValues, Plan, PodPlan
 from agent.cgroups.fs import CgroupValues
-from agent.cgroups.layout import CgroupLayout, QOSClass, ScannedPod
-from agent.reconcile.identity import Identity
-from agent.runtime.annotations import ContainerKind
+from agent.cgroups.layout import ScannedPod
+from agent.pods import QOSClass
+from agent.reconcile.identity import Identity, IdentitySource
+from agent.runtime import ContainerType
 
-__all__ = ["Names", "Target", "plan_targets", "pod_targets", "values_of"]
+__all__ = ["Names", "Target", "TargetLevel", "plan_targets", "pod_targets", "values_of"]
+
+
+class TargetLevel(StrEnum):
+    """Which kind of cgroup a target is (the ``cgroup_level`` of log lines)."""
+
+    QOS = "qos"
+    POD = "pod"
+    CONTAINER = "container"
+    SANDBOX = "sandbox"
+    """The pod's sandbox (pause) container, as its runtime names it: it gets the pod's interim set."""
+    UNIDENTIFIED = "unidentified"
+    """A child of the pod nobody has named yet: it gets the pod's interim set."""
 
 
 class Names(Protocol):
     """Who a child cgroup of a pod is (the identity book)."""
 
-    def in_pod(self, pod_uid: str, runtime_id: str) -> Identity | None: ...
+    def in_pod(self, pod_uid: str, runtime_id: str) -> Identity | None:
+        """The identity of ``runtime_id`` when its most trusted source places it in pod ``pod_uid``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,12 +60,12 @@ class Target:
 
     path: Path
     values: CgroupValues
-    level: str  # "qos" | "pod" | "container" | "sandbox" | "unidentified"
+    level: TargetLevel
     pod: PodPlan | None = None
     container: str | None = None
     container_id: str | None = None
-    source: str | None = None
-    """How a container or sandbox was named (``nri``, ``bundle``, ``status``); None when it was not."""
+    source: IdentitySource | None = None
+    """How a container or sandbox was named; None when it was not."""
 
 
 def values_of(desired: DesiredValues) -> CgroupValues:
@@ -56,57 +73,56 @@ def values_of(desired: DesiredValues) -> CgroupValues:
     return CgroupValues(cpuset_cpus=desired.cpuset_cpus, cpuset_mems=desired.cpuset_mems, cpu_max=desired.cpu_max)
 
 
-def pod_targets(pod: PodPlan, live: ScannedPod, layout: CgroupLayout, names: Names) -> list[Target]:
+def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
     """Targets of one pod whose cgroup exists: the pod, its named containers, its sandbox and unnamed children."""
     targets: list[Target] = []
     if not pod.desired.is_empty():
-        targets.append(Target(path=live.path, values=values_of(pod.desired), level="pod", pod=pod))
+        targets.append(Target(path=live.path, values=values_of(pod.desired), level=TargetLevel.POD, pod=pod))
     planned = {container.name: container for container in pod.containers}
     for child in live.containers:
         identity = names.in_pod(live.uid, child.id)
         container = planned.get(identity.name) if identity is not None and identity.name is not None else None
-        if identity is not None and container is not None and identity.kind is ContainerKind.CONTAINER:
+        if identity is not None and container is not None and identity.kind is ContainerType.CONTAINER:
             if not container.desired.is_empty():
                 targets.append(
                     Target(
                         path=child.path,
                         values=values_of(container.desired),
-                        level="container",
+                        level=TargetLevel.CONTAINER,
                         pod=pod,
                         container=container.name,
                         container_id=identity.container_id,
-                        source=identity.source.value,
+                        source=identity.source,
                     )
                 )
         elif pod.interim is not None:
-            sandbox = identity is not None and identity.kind is ContainerKind.SANDBOX
+            sandbox = identity is not None and identity.kind is ContainerType.SANDBOX
             targets.append(
                 Target(
                     path=child.path,
                     values=CgroupValues(cpuset_cpus=pod.interim),
-                    level="sandbox" if sandbox else "unidentified",
+                    level=TargetLevel.SANDBOX if sandbox else TargetLevel.UNIDENTIFIED,
                     pod=pod,
                     container_id=identity.container_id if identity is not None else child.id,
-                    source=identity.source.value if identity is not None else None,
+                    source=identity.source if identity is not None else None,
                 )
             )
     return targets
 
 
 def plan_targets(
-    plan: Plan, live: Iterable[ScannedPod], layout: CgroupLayout, qos_levels: Mapping[str, Path], names: Names
+    plan: Plan, live: Iterable[ScannedPod], qos_levels: Mapping[str, Path], names: Names
 ) -> list[Target]:
     """Every target of the plan over the live tree.
 
     Args:
         plan: the planner's plan.
         live: the pods found by ``scan(layout)``.
-        layout: the node's layout.
         qos_levels: existing QoS level directories to confine ({"burstable": path, "besteffort": path}).
         names: who each child cgroup is (the identity book).
     """
     targets = [
-        Target(path=path, values=values_of(plan.qos_desired), level="qos")
+        Target(path=path, values=values_of(plan.qos_desired), level=TargetLevel.QOS)
         for name, path in sorted(qos_levels.items())
         if name in (QOSClass.BURSTABLE.value, QOSClass.BESTEFFORT.value)
     ]
@@ -114,5 +130,5 @@ def plan_targets(
     for scanned in live:
         pod = by_uid.get(scanned.uid)
         if pod is not None:
-            targets.extend(pod_targets(pod, scanned, layout, names))
+            targets.extend(pod_targets(pod, scanned, names))
     return targets

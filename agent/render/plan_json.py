@@ -1,6 +1,6 @@
 """The JSON form of a :class:`~agent.alloc.plan.Plan` (``podpin plan --output json``, ``/state``).
 
-Shape (issue 2)::
+Shape::
 
     {"node": {"cpus", "reserved", "shared_pool"},
      "pods": [{"namespace", "name", "uid", "qos", "admitted", "reason", "message", "numa_affinity",
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.alloc.plan import ContainerPlan, Plan, PodPlan
+from agent.alloc import ContainerPlan, Plan, PodPlan
 
 __all__ = ["plan_to_dict", "pod_to_dict"]
 

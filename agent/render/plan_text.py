@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.alloc.plan import Plan, PodPlan
+from agent.alloc import Plan, PodPlan, Pool
 from agent.cpuset import CPUSet
+from agent.pods import ContainerKind
 from agent.topology.model import Topology
 
 __all__ = ["render_plan_text", "owner_tags"]
@@ -66,11 +67,13 @@ def owner_tags(plan: Plan) -> list[_Owner]:
         pool_cpus = CPUSet()
         pool_users: list[str] = []
         for c in pod.containers:
-            if c.pool == "exclusive":
+            if c.pool == Pool.EXCLUSIVE:
                 exclusive += 1
-                what = f"{pod.namespace}/{pod.name}/{c.name}" + (" (init container)" if c.kind == "init" else "")
-                owners.append(_Owner(f"E{exclusive}", what, c.cpus, c.kind == "init"))
-            elif c.pool == "pod-shared":
+                what = f"{pod.namespace}/{pod.name}/{c.name}" + (
+                    " (init container)" if c.kind == ContainerKind.INIT else ""
+                )
+                owners.append(_Owner(f"E{exclusive}", what, c.cpus, c.kind == ContainerKind.INIT))
+            elif c.pool == Pool.POD_SHARED:
                 pool_cpus = pool_cpus | c.cpus
                 pool_users.append(c.name)
         if pool_users:
@@ -102,9 +105,7 @@ def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
                 continue
             lines.append(f"  NUMA node {numa}")
             for core in topology.cores_of(cpus):
-                cells = []
-                for cpu in topology.cpus_in_cores(core) & cpus:
-                    cells.append(f"{cpu:>4} {tag_of.get(cpu, '.'):<{width}}")
+                cells = [f"{cpu:>4} {tag_of.get(cpu, '.'):<{width}}" for cpu in topology.cpus_in_cores(core) & cpus]
                 lines.append(f"    core {core:<4}" + "  ".join(cells))
     if topology.offline_cpus:
         lines.append(f"offline: {topology.offline_cpus} (x)")
@@ -117,8 +118,10 @@ def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
 def render_plan_text(plan: Plan, topology: Topology, *, show_mems: bool) -> str:
     """The whole plan as text: node pools, one block per pod, the CPU map."""
     lines = [
-        f"node: {len(plan.online)} CPUs ({plan.online}), reserved {plan.reserved or '-'}, "
-        f"node shared pool {plan.shared_pool} ({len(plan.shared_pool)} CPUs)",
+        (
+            f"node: {len(plan.online)} CPUs ({plan.online}), reserved {plan.reserved or '-'}, "
+            f"node shared pool {plan.shared_pool} ({len(plan.shared_pool)} CPUs)"
+        ),
         "",
     ]
     for pod in plan.pods:

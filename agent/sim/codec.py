@@ -315,14 +315,8 @@ def _container_to_dict(c: ContainerTemplate) -> dict[str, Any]:
         out["role"] = c.role
     if c.native:
         out["native"] = True
-    for key, value in (
-        ("cpu", c.cpu),
-        ("cpuLimit", c.cpu_limit),
-        ("memory", c.memory),
-        ("memoryLimit", c.memory_limit),
-    ):
-        if value is not None:
-            out[key] = value
+    amounts = (("cpu", c.cpu), ("cpuLimit", c.cpu_limit), ("memory", c.memory), ("memoryLimit", c.memory_limit))
+    out.update({key: value for key, value in amounts if value is not None})
     return out
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
+from agent.pods import QOSClass
 from agent.pods.errors import PodSpecError
 from agent.pods.model import pod_from_dict
 from agent.quantity import parse_quantity
@@ -153,6 +154,6 @@ def check_template(template: PodTemplate) -> str | None:
             pod = pod_from_dict(pod_manifest(template, model, 0))
         except PodSpecError as err:
             return f"the {model} manifest is not a valid pod: {err}"
-        if template.pod_class == "latency-critical" and pod.qos != "Guaranteed":
+        if template.pod_class == "latency-critical" and pod.qos != QOSClass.GUARANTEED:
             return f"the {model} manifest is a {pod.qos} pod, not Guaranteed"
     return None

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from agent.alloc.planner import Planner
+from agent.alloc import Planner
 from agent.config import AgentConfig
 from agent.pods.model import PodView, pod_from_dict
 from agent.sim.derive import MODELS, Model, pod_manifest, pod_name
@@ -74,7 +74,7 @@ def replay(
         PlannerError: the configuration does not fit the topology.
         ValueError: ``nodes`` below one or an unknown scheduler.
     """
-    planners = [Planner(topology, config) for _ in range(nodes)]
+    planners = [Planner(topology, config.planner) for _ in range(nodes)]
     placer = Scheduler(nodes, node_allocatable(topology, config), scheduler)
     placed: list[list[PodView]] = [[] for _ in range(nodes)]
     outcomes: list[PodOutcome] = []
@@ -140,7 +140,7 @@ def simulate(
         )
         for model in MODELS
     }
-    reserved = Planner(topology, config).reserved
+    reserved = Planner(topology, config.planner).reserved
     return Simulation(
         workload=workload.name,
         description=workload.description,
@@ -148,7 +148,7 @@ def simulate(
         pods=workload.pod_count,
         nodes=count,
         scheduler=scheduler,
-        policy=config.topology_manager_policy,
+        policy=config.planner.topology_manager_policy,
         seed=workload.seed if seed is None else seed,
         cpus_per_node=len(topology.online_cpus),
         numa_per_node=len(topology.numa_ids),

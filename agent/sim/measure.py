@@ -39,7 +39,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from agent.alloc import Pool
 from agent.cpuset import CPUSet
+from agent.pods import ContainerKind
 from agent.pods.eligibility import container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
 from agent.pods.model import PodView
 from agent.sim.records import Replay
@@ -77,8 +79,10 @@ def pinned_request(pod: PodView) -> int:
     """
     if uses_pod_level_path(pod):
         return pod_level_cpus(pod)
-    running = sum(container_exclusive_cpus(pod, c) for c in pod.all_containers if c.kind != "init")
-    init = max((container_exclusive_cpus(pod, c) for c in pod.init_containers if c.kind == "init"), default=0)
+    running = sum(container_exclusive_cpus(pod, c) for c in pod.all_containers if c.kind != ContainerKind.INIT)
+    init = max(
+        (container_exclusive_cpus(pod, c) for c in pod.init_containers if c.kind == ContainerKind.INIT), default=0
+    )
     return max(running, init)
 
 
@@ -118,9 +122,9 @@ def measure(replay: Replay, topology: Topology) -> ModelResult:
         for pod in node.plan.pods:
             cpus = CPUSet()
             for container in pod.containers:
-                if container.pool != "node-shared":
+                if container.pool != Pool.NODE_SHARED:
                     cpus = cpus | container.cpus
-                if container.pool == "exclusive":
+                if container.pool == Pool.EXCLUSIVE:
                     exclusive_mask |= container.cpus.mask
             if pod.bubble is not None:
                 cpus = cpus | pod.bubble

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.alloc.plan import Plan
-from agent.alloc.state import NodeState
+from agent.alloc import NodeState, Plan
 from agent.sim.derive import Model
 
 __all__ = ["UNSCHEDULABLE", "NodeResult", "PodOutcome", "Replay"]

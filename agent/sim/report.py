@@ -76,7 +76,7 @@ def simulation_to_dict(sim: Simulation) -> dict[str, Any]:
 
 
 def _percent(before: int, after: int) -> str:
-    return "" if after == before or before == 0 else f"({(after - before) / before:+.0%})"
+    return "" if before in (after, 0) else f"({(after - before) / before:+.0%})"
 
 
 def _table(rows: list[tuple[str, int, int]]) -> list[str]:

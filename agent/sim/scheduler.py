@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agent.config import AgentConfig
-from agent.pods.model import PodView
-from agent.pods.resources import effective_requests
+from agent.pods.model import PodView, effective_requests
 from agent.topology.model import Topology
 
 __all__ = ["MAX_PODS", "SCHEDULERS", "Requests", "Scheduler", "SchedulerName", "node_allocatable", "pod_requests"]
@@ -74,7 +73,7 @@ def pod_requests(pod: PodView) -> Requests:
 
 def node_allocatable(topology: Topology, config: AgentConfig) -> Requests:
     """A node's allocatable CPU and memory (module docstring); memory 0 means not memory-limited."""
-    cpus = len(topology.online_cpus) - config.num_reserved_cpus()
+    cpus = len(topology.online_cpus) - config.planner.num_reserved_cpus()
     capacity = sum(node.memory_bytes for node in topology.numa_nodes)
     reserved = config.kube_reserved.get("memory", 0) + config.system_reserved.get("memory", 0)
     memory = max(0, capacity - reserved - config.eviction_hard_memory) if capacity else 0

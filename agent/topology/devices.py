@@ -35,7 +35,7 @@ import pyudev  # type: ignore[import-untyped]
 
 from agent.topology.codec import device_sort_key
 from agent.topology.model import Device
-from agent.topology.sysfs import SysfsError, _list_dir, _read_optional_int, _read_str
+from agent.topology.sysfs_files import SysfsError, list_dir, read_optional_int, read_str
 
 __all__ = [
     "CPUHotplugEvent",
@@ -64,8 +64,8 @@ def _read_devices_sysfs(root: Path) -> tuple[Device, ...]:
     """PCI devices from ``<root>/bus/pci/devices`` (entries are symlinks on a real machine)."""
     base = root / "bus" / "pci" / "devices"
     devices = [
-        _device(name, _read_str(base / name / "class").strip(), _read_optional_int(base / name / "numa_node"))
-        for name in _list_dir(base)
+        _device(name, read_str(base / name / "class").strip(), read_optional_int(base / name / "numa_node"))
+        for name in list_dir(base)
     ]
     return tuple(sorted(devices, key=device_sort_key))
 

@@ -53,8 +53,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
-from agent.cpuset import CPUSet, CPUSetError
-from agent.topology.model import CPU, NUMANode, Topology, TopologyError
+from agent.cpuset import CPUSet
+from agent.topology.devices import read_devices
+from agent.topology.model import CPU, NUMANode, Topology
+from agent.topology.sysfs_files import (
+    SysfsError,
+    exists,
+    list_dir,
+    os_reason,
+    read_cpulist,
+    read_int,
+    read_optional_int,
+    read_str,
+)
 
 __all__ = ["SysfsError", "read_topology"]
 
@@ -64,85 +75,10 @@ _HUGEPAGES_DIR = re.compile(r"^hugepages-([0-9]+)kB$")
 _MEMTOTAL = re.compile(r"\bMemTotal:\s*([0-9]+)\s*kB\b")
 
 
-class SysfsError(TopologyError):
-    """A sysfs file that is missing, unreadable or says something impossible.
-
-    The message is ``"<path>: <reason>"`` so that a command can print it as is
-    and the operator knows which file to look at.
-    """
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-# -- read helpers ------------------------------------------------------------------------
-def _os_reason(err: OSError) -> str:
-    if isinstance(err, (FileNotFoundError, NotADirectoryError)):
-        return "no such file"
-    if isinstance(err, PermissionError):
-        return "permission denied"
-    if isinstance(err, IsADirectoryError):
-        return "is a directory"
-    return (err.strerror or type(err).__name__).lower()
-
-
-def _read_str(path: Path) -> str:
-    """The file's text without its trailing newline."""
-    try:
-        return path.read_text(encoding="utf-8").rstrip("\n")
-    except OSError as err:
-        raise SysfsError(path, _os_reason(err)) from err
-    except UnicodeDecodeError as err:
-        raise SysfsError(path, "not UTF-8 text") from err
-
-
-def _read_int(path: Path) -> int:
-    """The file's content as one (possibly negative) decimal integer."""
-    text = _read_str(path).strip()
-    try:
-        return int(text, 10)
-    except ValueError as err:
-        raise SysfsError(path, f"not an integer: {text!r}") from err
-
-
-def _read_cpulist(path: Path) -> CPUSet:
-    """The file's content as a Linux cpulist (``0-3,8``; empty is the empty set)."""
-    text = _read_str(path)
-    try:
-        return CPUSet.parse(text)
-    except CPUSetError as err:
-        raise SysfsError(path, str(err)) from err
-
-
-def _exists(path: Path) -> bool:
-    """Whether ``path`` exists; an unreadable parent is an error naming the path, not False."""
-    try:
-        return path.exists()
-    except OSError as err:
-        raise SysfsError(path, _os_reason(err)) from err
-
-
-def _read_optional_int(path: Path) -> int | None:
-    """Like :func:`_read_int`, but None when the file does not exist."""
-    return _read_int(path) if _exists(path) else None
-
-
-def _list_dir(path: Path) -> list[str]:
-    """Entry names of a directory (empty when it does not exist)."""
-    try:
-        return sorted(os.listdir(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except OSError as err:
-        raise SysfsError(path, _os_reason(err)) from err
-
-
 def _numbered(path: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
     """``(n, path/entry)`` for the directory entries matching ``pattern``, ascending n."""
     found = []
-    for name in _list_dir(path):
+    for name in list_dir(path):
         match = pattern.match(name)
         if match:
             found.append((int(match.group(1)), path / name))
@@ -155,7 +91,7 @@ def _check_root(root: Path) -> None:
         if is_dir:
             os.listdir(root)
     except OSError as err:
-        raise SysfsError(root, _os_reason(err)) from err
+        raise SysfsError(root, os_reason(err)) from err
     if not is_dir:
         raise SysfsError(root, "not a directory" if root.exists() else "no such directory")
 
@@ -178,20 +114,20 @@ class _RawCPU:
 
 def _read_possible(cpu_dir: Path) -> CPUSet:
     for name in ("possible", "present"):
-        if _exists(cpu_dir / name):
-            return _read_cpulist(cpu_dir / name)
+        if exists(cpu_dir / name):
+            return read_cpulist(cpu_dir / name)
     raise SysfsError(cpu_dir / "possible", "no such file (nor a 'present' file beside it)")
 
 
 def _read_l3(cpu_path: Path) -> int | None:
     """The L3 cache id of a CPU: ``id``, else the lowest CPU sharing it, else None."""
     for _, index in _numbered(cpu_path / "cache", _INDEX_DIR):
-        if _read_int(index / "level") != 3:
+        if read_int(index / "level") != 3:
             continue
-        cache_id = _read_optional_int(index / "id")
+        cache_id = read_optional_int(index / "id")
         if cache_id is not None:
             return cache_id
-        shared = _read_cpulist(index / "shared_cpu_list")
+        shared = read_cpulist(index / "shared_cpu_list")
         if not shared:
             raise SysfsError(index / "shared_cpu_list", "is empty; expected the CPUs sharing this L3 cache")
         return shared.min()
@@ -203,16 +139,16 @@ def _read_cpu(cpu_dir: Path, cpu_id: int) -> _RawCPU:
     topo = path / "topology"
     siblings_path: Path | None = None
     for name in ("core_cpus_list", "thread_siblings_list"):
-        if _exists(topo / name):
+        if exists(topo / name):
             siblings_path = topo / name
             break
-    siblings = _read_cpulist(siblings_path) if siblings_path is not None else CPUSet([cpu_id])
+    siblings = read_cpulist(siblings_path) if siblings_path is not None else CPUSet([cpu_id])
     return _RawCPU(
         id=cpu_id,
-        socket=_read_int(topo / "physical_package_id"),
-        core_id=_read_int(topo / "core_id"),
-        die=_read_optional_int(topo / "die_id"),
-        cluster=_read_optional_int(topo / "cluster_id"),
+        socket=read_int(topo / "physical_package_id"),
+        core_id=read_int(topo / "core_id"),
+        die=read_optional_int(topo / "die_id"),
+        cluster=read_optional_int(topo / "cluster_id"),
         siblings=siblings,
         siblings_path=siblings_path,
         node_links=tuple(n for n, _ in _numbered(path, _NODE_DIR)),
@@ -254,7 +190,7 @@ def _check_cores(cpu_dir: Path, raw: Mapping[int, _RawCPU], online: CPUSet) -> d
 
 # -- NUMA nodes -------------------------------------------------------------------------
 def _read_memtotal(path: Path) -> int:
-    text = _read_str(path)
+    text = read_str(path)
     match = _MEMTOTAL.search(text)
     if match is None:
         raise SysfsError(path, "has no 'MemTotal: <n> kB' line")
@@ -262,12 +198,12 @@ def _read_memtotal(path: Path) -> int:
 
 
 def _read_hugepages(node_path: Path) -> Mapping[int, int]:
-    pages = {size: _read_int(d / "nr_hugepages") for size, d in _numbered(node_path / "hugepages", _HUGEPAGES_DIR)}
+    pages = {size: read_int(d / "nr_hugepages") for size, d in _numbered(node_path / "hugepages", _HUGEPAGES_DIR)}
     return MappingProxyType(pages)
 
 
 def _read_distances(path: Path, node_count: int) -> tuple[int, ...]:
-    text = _read_str(path)
+    text = read_str(path)
     try:
         values = tuple(int(v) for v in text.split())
     except ValueError as err:
@@ -284,7 +220,7 @@ def _read_nodes(node_dir: Path) -> list[NUMANode]:
     return [
         NUMANode(
             id=node_id,
-            cpus=_read_cpulist(path / "cpulist"),
+            cpus=read_cpulist(path / "cpulist"),
             memory_bytes=_read_memtotal(path / "meminfo"),
             hugepages=_read_hugepages(path),
             distances=MappingProxyType(dict(zip(ids, _read_distances(path / "distance", len(ids)), strict=True))),
@@ -297,8 +233,8 @@ def _assign_numa(
     cpu_dir: Path, node_dir: Path, raw: Mapping[int, _RawCPU], nodes: list[NUMANode], online: CPUSet
 ) -> dict[int, int]:
     """The NUMA node of every online CPU, checked against the nodes' cpulists."""
-    if not _exists(node_dir):
-        return {cpu_id: 0 for cpu_id in raw}
+    if not exists(node_dir):
+        return dict.fromkeys(raw, 0)
     known = {node.id for node in nodes}
     listed_in: dict[int, list[int]] = {}
     for node in nodes:
@@ -343,11 +279,11 @@ def _read_cpus_and_nodes(root: Path) -> tuple[tuple[CPU, ...], tuple[NUMANode, .
     cpu_dir = root / "devices" / "system" / "cpu"
     node_dir = root / "devices" / "system" / "node"
     possible = _read_possible(cpu_dir)
-    online = _read_cpulist(cpu_dir / "online")
-    offline = _read_cpulist(cpu_dir / "offline") if _exists(cpu_dir / "offline") else CPUSet()
-    isolated = _read_cpulist(cpu_dir / "isolated") if _exists(cpu_dir / "isolated") else CPUSet()
+    online = read_cpulist(cpu_dir / "online")
+    offline = read_cpulist(cpu_dir / "offline") if exists(cpu_dir / "offline") else CPUSet()
+    isolated = read_cpulist(cpu_dir / "isolated") if exists(cpu_dir / "isolated") else CPUSet()
     if not online.is_subset_of(possible):
-        named = cpu_dir / "possible" if _exists(cpu_dir / "possible") else cpu_dir / "present"
+        named = cpu_dir / "possible" if exists(cpu_dir / "possible") else cpu_dir / "present"
         raise SysfsError(cpu_dir / "online", f"lists CPU {(online - possible).min()}, which {named} does not")
     if not (online & offline).is_empty():
         both = (online & offline).min()
@@ -395,10 +331,6 @@ def read_topology(root: Path) -> Topology:
             missing or malformed, or the files contradict each other; the
             message starts with the path of the file to look at.
     """
-    # devices.py reads PCI files with this module's helpers, so it imports this
-    # module; importing it here rather than at the top keeps that one-way.
-    from agent.topology.devices import read_devices
-
     _check_root(root)
     cpus, numa_nodes = _read_cpus_and_nodes(root)
     return Topology(cpus=cpus, numa_nodes=numa_nodes, devices=read_devices(root))

@@ -1,1 +1,1 @@
-"""Agent-level tests: the whole agent against fixture trees and the API server emulator."""
+"""Agent-level tests: ``podpin run`` end to end on fixture trees and the API server emulator."""

@@ -1,1 +1,1 @@
-"""Shared test helpers: builders, emulators and factories used by several test directories."""
+"""Shared test helpers: API server emulator, fixture tree builders, pod factories, machines, strategies, vectors."""

@@ -1,1 +1,1 @@
-"""Unit tests of pure and small modules, laid out like ``agent/``."""
+"""Unit tests of pure code, one directory per package of ``agent/``."""

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from agentpods import SANDBOX, PodSpec, agent_config, kubelet_state_none
-from background import Background
-from kubetree import Container, KubeTree, Pod, affinity, cpu_max, cpus, cpus_effective
+
+from tests.vm.agentpods import SANDBOX, PodSpec, agent_config, kubelet_state_none
+from tests.vm.background import Background
+from tests.vm.kubetree import Container, KubeTree, Pod, affinity, cpu_max, cpus, cpus_effective
 
 __all__ = [
     "SETPRIV",

@@ -7,8 +7,9 @@ visible in every CI log.
 
 from __future__ import annotations
 
-import harness
 import pytest
+
+from tests.vm import harness
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

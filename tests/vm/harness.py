@@ -30,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,8 +47,10 @@ __all__ = [
     "VMRunError",
     "missing_setup",
     "require_vm",
+    "VM_TESTS",
     "run_scenario",
     "scenario_fixture",
+    "setup_id",
     "vm_dir",
 ]
 
@@ -73,7 +75,7 @@ def missing_setup(directory: Path | None = None) -> str | None:
     for name in ("kernel", "initramfs.cpio"):
         if not (directory / name).is_file() or (directory / name).stat().st_size == 0:
             return f"{directory / name} is missing: {SETUP_HINT} (PODPIN_VM_DIR={directory})"
-    expected = _setup_id()
+    expected = setup_id()
     try:
         actual = (directory / "setup-id").read_text().strip()
     except OSError:
@@ -86,7 +88,7 @@ def missing_setup(directory: Path | None = None) -> str | None:
     return None
 
 
-def _setup_id() -> str:
+def setup_id() -> str:
     """The id ``vm-setup.sh`` writes: its own sha256 prefix and the kernel suite."""
     digest = hashlib.sha256((VM_TESTS / "vm-setup.sh").read_bytes()).hexdigest()[:16]
     return f"{digest} suite={os.environ.get('VM_KERNEL_SUITE') or 'default'}"
@@ -275,6 +277,8 @@ def run_scenario(
     command = ["bash", str(VM_TESTS / "run-in-vm.sh"), interpreter, str(script), "--results", str(results_path), *args]
     run_env = {**os.environ, **config.env(), **(env or {})}
     run_env.update({"VM_DIR": str(directory), "VM_RW": str(workdir), "VM_CONSOLE_LOG": str(console_path)})
+    # The scenario imports its helpers as ``tests.vm.*``: the guest needs the checkout's root on its path.
+    run_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), run_env.get("PYTHONPATH")]))
     started = time.monotonic()
     proc = subprocess.run(command, cwd=REPO, env=run_env, capture_output=True, text=True, errors="replace", check=False)
     wall = round(time.monotonic() - started, 2)
@@ -321,7 +325,8 @@ def _failure_message(run: GuestRun, directory: Path) -> str:
     return (
         f"VM run of {run.scenario} ({run.config.label}) {what} after {run.wall_seconds} s; steps recorded: {recorded}\n"
         f"--- stderr (last {_TAIL_LINES} lines) ---\n{_tail(run.stderr)}\n"
-        f"--- guest console (last {_TAIL_LINES} lines; full log {run.workdir / 'console.log'}) ---\n{_tail(run.console)}\n"
+        f"--- guest console (last {_TAIL_LINES} lines; full log {run.workdir / 'console.log'}) "
+        f"---\n{_tail(run.console)}\n"
         f"(VM dir {directory})"
     )
 
@@ -333,7 +338,7 @@ def scenario_fixture(
     params: Sequence[VMConfig] | None = None,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
-) -> Callable[..., Iterator[GuestRun]]:
+) -> Callable[..., GuestRun]:
     """A module-scoped fixture that boots the VM once and runs ``tests/vm/<script_name>`` in it.
 
     With ``params``, the module runs once per layout (the fixture is parametrized, ids = layout labels).
@@ -343,10 +348,10 @@ def scenario_fixture(
     layouts = list(params) if params is not None else [config or VMConfig()]
 
     @pytest.fixture(scope="module", params=layouts, ids=[c.label for c in layouts])
-    def _fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GuestRun]:
+    def _fixture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
         require_vm()
         chosen: VMConfig = request.param
         workdir = tmp_path_factory.mktemp(f"vm-{Path(script_name).stem}-{chosen.label}")
-        yield run_scenario(VM_TESTS / script_name, chosen, workdir, args=args, env=env)
+        return run_scenario(VM_TESTS / script_name, chosen, workdir, args=args, env=env)
 
     return _fixture

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentpods import CFS_PERIOD_US, PodSpec
-
 from agent.cpuset import CPUSet
+from tests.vm.agentpods import CFS_PERIOD_US, PodSpec
 
 __all__ = [
     "MAX",
@@ -79,7 +78,7 @@ def pod_key(spec: PodSpec) -> str:
 
 
 def planned_cpus(plan: Mapping[str, Any], specs: tuple[PodSpec, ...]) -> dict[str, dict[str, str]]:
-    """Per pod, per container: the CPUs the plan gives it (the node shared pool for node-shared containers)."""
+    """Per pod, per container: the CPUs the plan gives it (the node shared pool for node_shared containers)."""
     return {pod_key(s): {c["name"]: c["cpus"] for c in plan_pod(plan, s)["containers"]} for s in specs}
 
 
@@ -87,7 +86,7 @@ def interim_sets(plan: Mapping[str, Any], specs: tuple[PodSpec, ...]) -> dict[st
     """Where a pod's unidentified children (its sandbox) may run: its pod shared pool, else the node shared pool."""
     result = {}
     for spec in specs:
-        shared = [c["cpus"] for c in plan_pod(plan, spec)["containers"] if c["pool"] == "pod-shared"]
+        shared = [c["cpus"] for c in plan_pod(plan, spec)["containers"] if c["pool"] == "pod_shared"]
         result[pod_key(spec)] = shared[0] if shared else plan["node"]["shared_pool"]
     return result
 

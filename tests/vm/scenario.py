@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["Scenario", "WaitTimeout", "wait_until"]
+__all__ = ["Scenario", "WaitTimeoutError", "wait_until"]
 
 T = TypeVar("T")
 
 
-class WaitTimeout(TimeoutError):
+class WaitTimeoutError(TimeoutError):
     """A condition polled by :func:`wait_until` did not hold in time; names it and the last value seen."""
 
 
@@ -40,7 +40,7 @@ def wait_until(what: str, probe: Callable[[], T | None], *, timeout: float, inte
     """Poll ``probe`` until it returns a truthy value, and return that value.
 
     Raises:
-        WaitTimeout: ``probe`` stayed falsy for ``timeout`` seconds; the message names ``what`` and the
+        WaitTimeoutError: ``probe`` stayed falsy for ``timeout`` seconds; the message names ``what`` and the
             last value, so a failing step explains itself.
     """
     deadline = time.monotonic() + timeout
@@ -49,7 +49,7 @@ def wait_until(what: str, probe: Callable[[], T | None], *, timeout: float, inte
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise WaitTimeout(f"{what}: not true after {timeout} s (last value {value!r})")
+            raise WaitTimeoutError(f"{what}: not true after {timeout} s (last value {value!r})")
         time.sleep(interval)
 
 
@@ -101,7 +101,7 @@ class Scenario:
         try:
             yield values
             record["ok"] = True
-        except Exception:  # noqa: BLE001 - a failed step is a result to report, not a reason to stop
+        except Exception:
             record["error"] = traceback.format_exc()
             print(f"scenario {self.name}: step {name} failed:\n{record['error']}", file=sys.stderr, flush=True)
         finally:

@@ -30,8 +30,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agentpods import E2EPods, e2e_pods
-from agentrun import (
+from agent.topology.codec import topology_to_dict
+from agent.topology.sysfs import read_topology
+from tests.vm.agentpods import E2EPods, e2e_pods
+from tests.vm.agentrun import (
     AgentNode,
     capabilities,
     event_summary,
@@ -45,12 +47,9 @@ from agentrun import (
     unprivileged,
     wait_ready,
 )
-from background import Background, BackgroundError, podpin
-from kubetree import Container, KubeTree, cpu_max, cpu_stat, cpus, cpus_effective, write
-from scenario import Scenario, wait_until
-
-from agent.topology.codec import topology_to_dict
-from agent.topology.sysfs import read_topology
+from tests.vm.background import Background, BackgroundError, podpin
+from tests.vm.kubetree import Container, KubeTree, cpu_max, cpu_stat, cpus, cpus_effective, write
+from tests.vm.scenario import Scenario, wait_until
 
 BASE = Path("/tmp/podpin-e2e")
 START_TIMEOUT = 120.0

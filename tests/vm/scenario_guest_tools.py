@@ -11,10 +11,10 @@ import socket
 import sys
 from pathlib import Path
 
-import kubetree
-from background import Background, BackgroundError
-from kubetree import KubeTree, cpu_stat, read
-from scenario import Scenario, WaitTimeout, wait_until
+from tests.vm import kubetree
+from tests.vm.background import Background, BackgroundError
+from tests.vm.kubetree import KubeTree, cpu_stat, read
+from tests.vm.scenario import Scenario, WaitTimeoutError, wait_until
 
 DAEMON = (
     "/bin/sh",
@@ -95,7 +95,7 @@ def main() -> int:
     with sc.step("wait_until_timeout") as out:
         try:
             wait_until("the impossible", lambda: 0, timeout=0.2)
-        except WaitTimeout as err:
+        except WaitTimeoutError as err:
             out["message"] = str(err)
     with sc.step("deliberate_failure") as out:
         out["before_failure"] = "recorded"

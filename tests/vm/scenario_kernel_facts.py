@@ -16,10 +16,11 @@ import threading
 import time
 from pathlib import Path
 
-import kubetree
-from background import podpin
-from guest_inotify import IN_CREATE, IN_DELETE, IN_ISDIR, IN_MODIFY, Inotify
-from kubetree import (
+import agent
+from tests.vm import kubetree
+from tests.vm.background import podpin
+from tests.vm.guest_inotify import IN_CREATE, IN_DELETE, IN_ISDIR, IN_MODIFY, Inotify
+from tests.vm.kubetree import (
     KubeTree,
     affinity,
     cpu_max,
@@ -29,9 +30,7 @@ from kubetree import (
     read,
     write,
 )
-from scenario import Scenario, wait_until
-
-import agent
+from tests.vm.scenario import Scenario, wait_until
 
 SYS_NODE = Path("/sys/devices/system/node")
 SYS_CPU = Path("/sys/devices/system/cpu")
@@ -322,8 +321,8 @@ def no_capabilities(tree: KubeTree, out: dict[str, object]) -> None:
     lines = proc.stdout.splitlines()
     out["returncode"] = proc.returncode
     out["stderr"] = proc.stderr
-    out["status"] = {k.strip(): v.split()[0] for k, v in (l.split(":", 1) for l in lines if ":" in l)}
-    out["writes"] = [l for l in lines if l.endswith("-ok")]
+    out["status"] = {k.strip(): v.split()[0] for k, v in (line.split(":", 1) for line in lines if ":" in line)}
+    out["writes"] = [line for line in lines if line.endswith("-ok")]
     out["cpus_after"] = str(cpus(ctr.path))
     out["cpu_max_after"] = cpu_max(ctr.path)
 

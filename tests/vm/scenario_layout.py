@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from scenario import Scenario
-
 from agent.topology.codec import topology_to_dict
 from agent.topology.sysfs import read_topology
+from tests.vm.scenario import Scenario
 
 SYS_NODE = Path("/sys/devices/system/node")
 SYS_CPU = Path("/sys/devices/system/cpu")

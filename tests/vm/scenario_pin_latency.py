@@ -27,15 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import cpubench
-from agentpods import PodSpec, shared_pool_pod
-from agentrun import AgentNode, free_port, http_get, metric_samples, started_line, unprivileged, wait_ready
-from background import Background, podpin
-from guest_inotify import IN_MODIFY, Inotify
-from kubetree import KubeTree, container_scope_name, read, write
-from scenario import Scenario, wait_until
-
 from agent.cpuset import CPUSet
+from tests.vm import cpubench
+from tests.vm.agentpods import PodSpec, shared_pool_pod
+from tests.vm.agentrun import AgentNode, free_port, http_get, metric_samples, started_line, unprivileged, wait_ready
+from tests.vm.background import Background, podpin
+from tests.vm.guest_inotify import IN_MODIFY, Inotify
+from tests.vm.kubetree import KubeTree, container_scope_name, read, write
+from tests.vm.scenario import Scenario, wait_until
 
 BASE = Path("/tmp/podpin-bench")
 START_TIMEOUT = 120.0

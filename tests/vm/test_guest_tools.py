@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import sys
 
-import harness
-import kubetree
 import pytest
-from harness import GuestRun, GuestStepError
+
+from tests.vm import harness, kubetree
+from tests.vm.harness import GuestRun, GuestStepError
 
 tools = harness.scenario_fixture("scenario_guest_tools.py", args=("extra", "--mode=x"))
 

@@ -1,13 +1,13 @@
 """The kernel facts podpin relies on, proven on a real cgroup v2 kernel: 8 vCPUs on 2 NUMA nodes.
 
 One VM boot runs ``scenario_kernel_facts.py``, which only measures; the expected values are stated here.
-See ``/work/shared/docs/cgroup-v2-notes.md`` and DESIGN §4 for why each fact matters.
+See ``docs/design.md``, "cgroup v2 facts" and "cgroup values", for why each fact matters.
 """
 
 from __future__ import annotations
 
-import harness
-from harness import GuestRun, VMConfig
+from tests.vm import harness
+from tests.vm.harness import GuestRun, VMConfig
 
 LAYOUT = VMConfig(cpus=8, nodes=2)
 facts = harness.scenario_fixture("scenario_kernel_facts.py", LAYOUT)
@@ -80,7 +80,7 @@ class TestKubeTree:
     def test_controllers_enabled_down_to_pods(self, facts: GuestRun) -> None:
         """``cpuset cpu`` are in ``cgroup.subtree_control`` from the root down to each pod slice."""
         step = facts.step("kubetree_shape")
-        expected = {path: "cpuset cpu" for path in ("/", "kubepods.slice", BURSTABLE, POD_B, POD_G)}
+        expected = dict.fromkeys(("/", "kubepods.slice", BURSTABLE, POD_B, POD_G), "cpuset cpu")
         assert expected == step["subtree_control"], step.explain
 
     def test_container_has_cpu_and_cpuset_files(self, facts: GuestRun) -> None:
@@ -114,7 +114,7 @@ class TestKubeTree:
 
 
 class TestCpusetSemantics:
-    """How ``cpuset.cpus`` and ``cpuset.cpus.effective`` relate (cgroup-v2-notes.md)."""
+    """How ``cpuset.cpus`` and ``cpuset.cpus.effective`` relate (``docs/design.md``, "cgroup v2 facts")."""
 
     def test_child_outside_parent_is_accepted_but_not_effective(self, facts: GuestRun) -> None:
         """Parent 0-1, child writes 2-3: the write succeeds, the file says 2-3, effective and affinity are 0-1."""

@@ -9,15 +9,17 @@ kernel reports with the planner's answer: each process's ``sched_getaffinity``, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import harness
 import pytest
 import yaml
-from agentpods import CFS_PERIOD_US, SANDBOX, E2EPods, PodSpec, e2e_pods
-from harness import GuestRun, VMConfig
-from planexpect import (
+
+from agent.cpuset import CPUSet
+from tests.vm import harness
+from tests.vm.agentpods import CFS_PERIOD_US, SANDBOX, E2EPods, PodSpec, e2e_pods
+from tests.vm.harness import GuestRun, VMConfig
+from tests.vm.planexpect import (
     MAX,
     Expected,
     expected_cpu_max,
@@ -30,8 +32,6 @@ from planexpect import (
     run_plan,
 )
 
-from agent.cpuset import CPUSet
-
 LAYOUTS = [VMConfig(cpus=8, nodes=2, timeout_s=300), VMConfig(cpus=8, nodes=4, timeout_s=300)]
 agent_run = harness.scenario_fixture("scenario_agent.py", params=LAYOUTS)
 
@@ -40,7 +40,7 @@ ZERO_CAPS = "0000000000000000"
 
 
 @pytest.fixture(scope="module")
-def expected(agent_run: GuestRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Expected]:
+def expected(agent_run: GuestRun, tmp_path_factory: pytest.TempPathFactory) -> Expected:
     """The host's ``podpin plan`` over the guest's topology and configuration (written by the ``setup`` step)."""
     agent_run.step("setup")
     directory = tmp_path_factory.mktemp(f"plan-{agent_run.config.label}")
@@ -50,7 +50,7 @@ def expected(agent_run: GuestRun, tmp_path_factory: pytest.TempPathFactory) -> I
         path.write_text(yaml.safe_dump(spec.manifest()))
         manifests.append(path)
     topology, config = agent_run.workdir / "topology.json", agent_run.workdir / "config.yaml"
-    yield Expected(
+    return Expected(
         initial=run_plan(topology, config, manifests[: len(PODS.initial)]), every=run_plan(topology, config, manifests)
     )
 
@@ -129,7 +129,7 @@ class TestLongRunning:
 
     def test_runs_without_any_capability(self, agent_run: GuestRun) -> None:
         """The agent process is uid 0 with every capability set empty, at start and after the restart."""
-        zero = {"Uid": "0", **{k: ZERO_CAPS for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}}
+        zero = {"Uid": "0", **dict.fromkeys(("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), ZERO_CAPS)}
         start, restart = agent_run.step("start"), agent_run.step("restart")
         caps = {k: v for k, v in start["capabilities"].items() if k != "NoNewPrivs"}
         caps_restart = {k: v for k, v in restart["capabilities"].items() if k != "NoNewPrivs"}

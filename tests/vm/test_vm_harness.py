@@ -8,9 +8,10 @@ import re
 import sys
 from pathlib import Path
 
-import harness
 import pytest
-from harness import VMConfig, VMRunError
+
+from tests.vm import harness
+from tests.vm.harness import VMConfig, VMRunError
 
 
 def _fake_qemu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,7 +88,7 @@ class TestSetupCheck:
         for name in ("kernel", "initramfs.cpio"):
             (vm / name).write_bytes(b"x")
         (vm / "setup-id").write_text("0123456789abcdef suite=default\n")
-        current = harness._setup_id()
+        current = harness.setup_id()
         expected = (
             f"{vm} was built by another version of vm-setup.sh (setup-id '0123456789abcdef suite=default', "
             f"expected {current!r}): run tests/vm/vm-setup.sh"
@@ -100,7 +101,7 @@ class TestSetupCheck:
         monkeypatch.delenv("VM_KERNEL_SUITE", raising=False)
         for name in ("kernel", "initramfs.cpio"):
             (tmp_path / name).write_bytes(b"x")
-        (tmp_path / "setup-id").write_text(harness._setup_id() + "\n")
+        (tmp_path / "setup-id").write_text(harness.setup_id() + "\n")
         assert None is harness.missing_setup(tmp_path)
 
     def test_require_vm_fails_without_setup(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import harness
-from harness import GuestRun, VMConfig
+from tests.vm import harness
+from tests.vm.harness import GuestRun, VMConfig
 
 LAYOUTS = [VMConfig(cpus=8, nodes=4), VMConfig(cpus=8, nodes=2, threads=2)]
 layout = harness.scenario_fixture("scenario_layout.py", params=LAYOUTS)

@@ -8,8 +8,8 @@ period is ``scripts/bench_pin_latency_vm.py``.
 
 from __future__ import annotations
 
-import harness
-from harness import GuestRun, VMConfig
+from tests.vm import harness
+from tests.vm.harness import GuestRun, VMConfig
 
 CONTAINERS = 30
 PERIOD_S = 3.0

@@ -1,0 +1,168 @@
+"""Topology manager scopes: who is asked for hints, when, and in which order allocation runs.
+
+The kubelet's topology manager admits a pod through a scope:
+
+* ``container`` (and the policy ``none``, which the kubelet runs as scope
+  "none"): init containers first, then app containers; for each, gather the
+  providers' hints, merge, reject or store the hint, and allocate.
+* ``pod``: gather pod-level hints once, merge once, store the same hint for
+  every container, then allocate each container (classic pods) or the whole pod
+  at once (KEP-5526 pods: ``AllocatePod``).
+
+:func:`admit_pod` does that over working copies of the CPU and memory states;
+the planner keeps the copies only when it returns. Any provider error is
+turned into the kubelet's typed admission error here, so callers see only
+:class:`~agent.alloc.errors.PlacementError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.alloc.cpumanager import CPUState, PodCPUAllocation, StaticCPUPolicy
+from agent.alloc.errors import AllocationError, PlacementError, TopologyAffinityError, UnexpectedAdmissionError
+from agent.alloc.memorymanager import MemoryState, StaticMemoryPolicy
+from agent.alloc.topologymanager import (
+    CompactProviderHints,
+    TopologyHint,
+    TopologyManagerPolicy,
+    TopologyManagerScope,
+    TopologyPolicy,
+)
+from agent.pods import ContainerView, PodView, uses_pod_level_path
+
+__all__ = ["Admission", "Providers", "admit_pod", "POD_LEVEL_REJECTION"]
+
+#: The status message the kubelet gives a pod-level pod its pod-scope merge rejected.
+POD_LEVEL_REJECTION = "Pod Scope pod with pod-level resources failed admission under pod-scope topology manager"
+
+
+@dataclass(frozen=True, slots=True)
+class Providers:
+    """The hint providers of one node: the CPU policy, and the memory policy when it is ``Static``."""
+
+    cpu: StaticCPUPolicy | None
+    memory: StaticMemoryPolicy | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Admission:
+    """What admitting one pod decided (the states carry the allocations themselves)."""
+
+    hints: dict[str, TopologyHint] = field(default_factory=dict)
+    pod_level: bool = False
+    pod_cpu: PodCPUAllocation | None = None
+    pod_numa: tuple[int, ...] | None = None
+    exclusive_requests: int = 0
+
+
+def _wrap(error: PlacementError) -> PlacementError:
+    """Typed errors keep their reason; plain allocation failures become ``UnexpectedAdmissionError``."""
+    if isinstance(error, AllocationError):
+        return UnexpectedAdmissionError.wrap(error)
+    return error
+
+
+def _container_hints(
+    providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView, container: ContainerView
+) -> list[CompactProviderHints]:
+    hints: list[CompactProviderHints] = []
+    if providers.cpu is not None:
+        hints.append(providers.cpu.container_hints(cpu, pod, container))
+    if providers.memory is not None:
+        hints.append(providers.memory.container_hints(memory, pod, container))
+    return hints
+
+
+def _pod_hints(providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView) -> list[CompactProviderHints]:
+    hints: list[CompactProviderHints] = []
+    if providers.cpu is not None:
+        hints.append(providers.cpu.pod_hints(cpu, pod))
+    if providers.memory is not None:
+        hints.append(providers.memory.pod_hints(memory, pod))
+    return hints
+
+
+def _allocate(
+    providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView, container: ContainerView, hint: TopologyHint
+) -> int:
+    """Every provider's ``Allocate`` for one container; returns 1 if it got exclusive CPUs."""
+    got = 0
+    try:
+        if providers.cpu is not None and providers.cpu.allocate(cpu, pod, container, hint.affinity) is not None:
+            got = 1
+        if providers.memory is not None:
+            providers.memory.allocate(memory, pod, container, hint.affinity, hint.preferred)
+    except PlacementError as err:
+        raise _wrap(err) from err
+    return got
+
+
+def admit_pod(
+    pod: PodView,
+    *,
+    policy: TopologyPolicy,
+    scope: TopologyManagerScope,
+    providers: Providers,
+    cpu: CPUState,
+    memory: MemoryState,
+) -> Admission:
+    """Admit one pod into the given (working-copy) states.
+
+    Args:
+        pod: the pod.
+        policy: the topology manager policy.
+        scope: ``container`` or ``pod`` (ignored with policy ``none``).
+        providers: the CPU and memory policies.
+        cpu: CPU state to allocate from (mutated).
+        memory: memory state to allocate from (mutated).
+
+    Raises:
+        PlacementError: the kubelet's reason and message; the states are then half-updated and must be dropped.
+    """
+    for provider in (providers.cpu, providers.memory):
+        if provider is not None:
+            provider.start_pod(pod.uid)
+    if policy.name == TopologyManagerPolicy.NONE:
+        exclusive = 0
+        for container in pod.all_containers:
+            exclusive += _allocate(providers, cpu, memory, pod, container, TopologyHint(None, False))
+        return Admission(exclusive_requests=exclusive)
+    if scope == TopologyManagerScope.CONTAINER:
+        hints: dict[str, TopologyHint] = {}
+        exclusive = 0
+        for container in pod.all_containers:
+            best, admit = policy.merge(_container_hints(providers, cpu, memory, pod, container))
+            if not admit:
+                raise TopologyAffinityError()
+            hints[container.name] = best
+            exclusive += _allocate(providers, cpu, memory, pod, container, best)
+        return Admission(hints=hints, exclusive_requests=exclusive)
+    best, admit = policy.merge(_pod_hints(providers, cpu, memory, pod))
+    pod_level = uses_pod_level_path(pod)
+    if not admit:
+        raise TopologyAffinityError(
+            POD_LEVEL_REJECTION if pod_level else "Resources cannot be allocated with Topology locality"
+        )
+    hints = {container.name: best for container in pod.all_containers}
+    if not pod_level:
+        exclusive = 0
+        for container in pod.all_containers:
+            exclusive += _allocate(providers, cpu, memory, pod, container, best)
+        return Admission(hints=hints, exclusive_requests=exclusive)
+    pod_cpu: PodCPUAllocation | None = None
+    pod_numa: tuple[int, ...] | None = None
+    try:
+        if providers.cpu is not None:
+            pod_cpu = providers.cpu.allocate_pod(cpu, pod, best.affinity)
+        if providers.memory is not None:
+            pod_numa = providers.memory.allocate_pod(memory, pod, best.affinity, best.preferred)
+    except PlacementError as err:
+        raise _wrap(err) from err
+    return Admission(
+        hints=hints,
+        pod_level=True,
+        pod_cpu=pod_cpu,
+        pod_numa=pod_numa,
+        exclusive_requests=len(pod_cpu.exclusive) if pod_cpu else 0,
+    )

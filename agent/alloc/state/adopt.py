@@ -1,0 +1,76 @@
+"""Adopting what is already on the node when the checkpoint is missing or corrupt.
+
+Running containers may hold exclusive cpusets written by an earlier podpin (or
+set before a crash). Moving them would reset their threads' affinity, so when
+the state has to be rebuilt, each pod's observed cpusets are offered to the
+planner as if restored from a checkpoint: exclusive slices of the right size,
+on assignable CPUs nobody else holds, are kept; a pod bubble is kept when the
+pod cgroup (or the union of its containers) has exactly the pod's budget and
+contains the kept slices. The kubelet's restart paths (``Allocate`` skips a
+container already in the state; ``AllocatePod`` reuses a restored bubble) then
+compute only what is missing. Observations that do not fit are dropped, never
+forced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from agent.alloc.cpumanager import CPUState
+from agent.cpuset import CPUSet
+from agent.pods import ContainerKind, PodView, container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
+
+__all__ = ["Observed", "seed_observed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Observed:
+    """The explicit cpusets found on a pod's live cgroups (container name -> cpus; the pod cgroup)."""
+
+    containers: Mapping[str, CPUSet] = field(default_factory=dict)
+    pod: CPUSet | None = None
+
+
+def seed_observed(
+    state: CPUState, pod: PodView, observed: Observed, assignable: CPUSet, *, pod_scope: bool
+) -> list[str]:
+    """Put the usable part of ``observed`` into ``state`` (mutated); returns the container names kept.
+
+    Args:
+        state: a working copy of the CPU state, without this pod.
+        pod: the pod.
+        observed: what its cgroups hold.
+        assignable: the shared pool minus reserved CPUs (what exclusive CPUs may come from).
+        pod_scope: pod-level pods get a bubble (topologyManagerScope pod).
+    """
+    kept: dict[str, CPUSet] = {}
+    claimed = CPUSet()
+    for container in pod.all_containers:
+        want = container_exclusive_cpus(pod, container)
+        cpus = observed.containers.get(container.name)
+        if want == 0 or cpus is None or len(cpus) != want or not cpus.is_subset_of(assignable):
+            continue
+        if container.kind != ContainerKind.INIT and not cpus.is_disjoint(claimed):
+            continue
+        kept[container.name] = cpus
+        if container.kind != ContainerKind.INIT:
+            claimed = claimed | cpus
+    bubble: CPUSet | None = None
+    if pod_scope and uses_pod_level_path(pod):
+        total = pod_level_cpus(pod)
+        slices = CPUSet().union(*kept.values())
+        candidates = [observed.pod, CPUSet().union(*observed.containers.values())]
+        for candidate in candidates:
+            if candidate is not None and len(candidate) == total and slices <= candidate <= assignable:
+                bubble = candidate
+                break
+        if total and bubble is None:
+            kept = {}
+    for name, cpus in kept.items():
+        state.set(pod.uid, name, cpus)
+        state.default = state.default - cpus
+    if bubble is not None:
+        state.pod_entries[pod.uid] = bubble
+        state.default = state.default - bubble
+    return sorted(kept)

@@ -1,0 +1,29 @@
+"""The reconciler: pods in, planner decisions, cgroup values out, one pass at a time.
+
+:class:`Reconciler` (:mod:`.reconciler`) runs a pass: it reads the pods the
+sources reported (:class:`PodCache`, :mod:`.pods`), asks the planner, turns the
+plan into cgroup targets (:mod:`.targets`) and writes them; :class:`Reporter`
+(:mod:`.reporter`) turns decisions and write results into log lines, metrics and
+Events. It never decides who gets which CPU: the planner does. Importing it
+loads the Kubernetes client through :mod:`agent.kube`, so only ``podpin run``
+imports it.
+"""
+
+from agent.reconcile.pods import BadContainerID, Malformed, PodCache
+from agent.reconcile.reconciler import Reconciler
+from agent.reconcile.reporter import EventSink, Reporter
+from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id, values_of
+
+__all__ = [
+    "BadContainerID",
+    "EventSink",
+    "Malformed",
+    "PodCache",
+    "Reconciler",
+    "Reporter",
+    "Target",
+    "plan_targets",
+    "pod_targets",
+    "runtime_id",
+    "values_of",
+]

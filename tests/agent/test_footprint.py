@@ -1,0 +1,44 @@
+"""Memory footprint guards: the agent does not load what it does not need.
+
+The agent's budget is 60 MiB of resident memory (``docs/design.md``, "Performance goals"). Two imports would
+break it on their own: the generated ``CoreV1Api`` module (~22 MiB; podpin
+makes its three calls through ``agent.kube.api.CoreCalls``) and NumPy (~11 MiB;
+only lattices of more than 8 NUMA nodes need it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support.paths import REPO
+
+PROBE = """
+import json, sys
+import agent.runner
+from agent.alloc.planner import Planner
+from agent.config import config_from_mapping
+from agent.pods.model import pod_from_dict
+from agent.topology.codec import topology_from_dict
+topology = topology_from_dict(json.load(open(sys.argv[1])))
+planner = Planner(topology, config_from_mapping({"systemReserved": {"cpu": "1"}}, env={}).planner)
+pod = {"metadata": {"name": "p", "uid": "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"},
+       "spec": {"resources": {"requests": {"cpu": "4", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "1Gi"}},
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "512Mi"},
+                                                           "limits": {"cpu": "2", "memory": "512Mi"}}}, {"name": "s"}]}}
+assert planner.admit(pod_from_dict(pod)).admitted
+print(json.dumps({"numpy": "numpy" in sys.modules,
+                  "core_v1_api": "kubernetes.client.api.core_v1_api" in sys.modules}))
+"""
+
+
+def test_agent_on_a_two_socket_node_loads_neither_numpy_nor_core_v1_api() -> None:
+    """Importing the agent and admitting a pod on a 2-NUMA machine loads neither heavy module."""
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, str(REPO / "deploy" / "examples" / "topology-2s.json")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    assert '{"numpy": false, "core_v1_api": false}' == result.stdout.strip()

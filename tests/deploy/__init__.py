@@ -1,0 +1,1 @@
+"""Deployment tests: manifests, chart values, the container image."""

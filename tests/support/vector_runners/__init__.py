@@ -1,0 +1,1 @@
+"""One runner per kubelet vector file: turns a case into podpin calls and checks the expected outcome."""

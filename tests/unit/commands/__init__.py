@@ -1,0 +1,1 @@
+"""Tests of the ``podpin`` sub-commands (``agent.commands``)."""

@@ -1,0 +1,1 @@
+"""Unit tests of ``agent.sim`` and ``podpin simulate``."""

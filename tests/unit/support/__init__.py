@@ -1,0 +1,1 @@
+"""Tests of the shared test helpers themselves (the API server emulator)."""

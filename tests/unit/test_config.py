@@ -1,0 +1,306 @@
+"""The agent configuration: kubelet field names, defaults, and errors that name the key."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.alloc import PlannerConfig, PlannerError, TopologyManagerScope
+from agent.config import CONFIG_KEYS, AgentConfig, ConfigError, config_from_mapping, load_config
+from agent.cpuset import CPUSet
+from tests.support.paths import REPO
+
+BASE: dict[str, Any] = {"systemReserved": {"cpu": "1"}}
+
+
+def cfg(**extra: Any) -> Any:
+    data = dict(BASE)
+    data.update(extra)
+    return config_from_mapping(data, env={})
+
+
+class TestDefaults:
+    def test_podpin_defaults(self) -> None:
+        """Defaults are the kubelet's except the topology policy and scope podpin needs."""
+        config = cfg()
+        assert ("static", "None", "best-effort", "pod") == (
+            config.planner.cpu_manager_policy,
+            config.planner.memory_manager_policy,
+            config.planner.topology_manager_policy,
+            config.planner.topology_manager_scope,
+        )
+        assert (100_000, 10.0, 300.0, "0.0.0.0:9363") == (
+            config.planner.cpu_cfs_quota_period_us,
+            config.reconcile_period,
+            config.pod_resync_period,
+            config.metrics_bind_address,
+        )
+        assert "max 100000" == config.planner.cfs_period_text()
+
+    def test_runtime_root(self) -> None:
+        """runtimeRoot (where containerd's and CRI-O's state is) defaults to the host root."""
+        assert (Path("/"), Path("/host")) == (cfg().runtime_root, cfg(runtimeRoot="/host").runtime_root)
+
+    def test_node_name_from_environment(self) -> None:
+        """nodeName falls back to NODE_NAME."""
+        assert "worker-7" == config_from_mapping(BASE, env={"NODE_NAME": "worker-7"}).node_name
+        assert "cfg" == config_from_mapping({**BASE, "nodeName": "cfg"}, env={"NODE_NAME": "env"}).node_name
+
+    @pytest.mark.parametrize(
+        ("data", "reserved"),
+        [
+            ({"systemReserved": {"cpu": "1"}}, 1),
+            ({"systemReserved": {"cpu": "500m"}, "kubeReserved": {"cpu": "600m"}}, 2),
+            ({"reservedSystemCPUs": "0,16", "systemReserved": {"cpu": "5"}}, 2),
+        ],
+    )
+    def test_reserved_cpu_count(self, data: dict[str, Any], reserved: int) -> None:
+        """ceil(kube + system reserved cpu), or the size of reservedSystemCPUs which overrides them."""
+        assert reserved == config_from_mapping(data, env={}).planner.num_reserved_cpus()
+
+    def test_max_allowable_numa_nodes_reads_like_go_atoi(self) -> None:
+        """A leading plus sign is accepted, as Go's strconv.Atoi accepts it."""
+        options = cfg(topologyManagerPolicyOptions={"max-allowable-numa-nodes": "+16"}).planner.topology_policy_options
+        assert 16 == options.max_allowable_numa_nodes
+
+    def test_policy_options_parsed_once(self) -> None:
+        """cpuManagerPolicyOptions become typed booleans."""
+        config = cfg(cpuManagerPolicyOptions={"full-pcpus-only": "true", "strict-cpu-reservation": "false"})
+        assert (True, False) == (
+            config.planner.cpu_policy_options.full_pcpus_only,
+            config.planner.cpu_policy_options.strict_cpu_reservation,
+        )
+
+    def test_reserved_memory(self) -> None:
+        """reservedMemory entries are parsed to bytes per NUMA node."""
+        config = cfg(
+            memoryManagerPolicy="Static",
+            systemReserved={"cpu": "1", "memory": "924Mi"},
+            reservedMemory=[{"numaNode": 0, "limits": {"memory": "1Gi"}}],
+        )
+        assert {"memory": 2**30} == dict(config.planner.reserved_memory[0].limits)
+        assert CPUSet() == config.planner.reserved_system_cpus
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"cpuManagerPolcy": "static"}, "unknown configuration key 'cpuManagerPolcy'"),
+        (
+            {"topologyManagerPolicy": "strict"},
+            "topologyManagerPolicy: 'strict' is not one of none, best-effort, restricted, single-numa-node",
+        ),
+        ({"topologyManagerScope": "node"}, "topologyManagerScope: 'node' is not one of container, pod"),
+        ({"memoryManagerPolicy": "static"}, "memoryManagerPolicy: 'static' is not one of None, Static"),
+        (
+            {"cpuManagerPolicyOptions": {"full-pcpu-only": "true"}},
+            'cpuManagerPolicyOptions: unknown CPU Manager Policy option: "full-pcpu-only"',
+        ),
+        (
+            {"cpuManagerPolicyOptions": {"full-pcpus-only": "yes"}},
+            (
+                'cpuManagerPolicyOptions: bad value for option "full-pcpus-only": strconv.ParseBool: parsing "yes": '
+                "invalid syntax"
+            ),
+        ),
+        (
+            {"cpuManagerPolicyOptions": {"full-pcpus-only": "true", "distribute-cpus-across-cores": "true"}},
+            (
+                "cpuManagerPolicyOptions: static policy options full-pcpus-only and distribute-cpus-across-cores "
+                "can not be used at the same time"
+            ),
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}},
+            (
+                "topologyManagerPolicyOptions: the minimum value of max-allowable-numa-nodes should not be less "
+                "than 8, value: 4"
+            ),
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "--9"}},
+            (
+                'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: '
+                'parsing "--9": '
+                "invalid syntax"
+            ),
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "\u0661\u0666"}},
+            (
+                'topologyManagerPolicyOptions: bad value for option "max-allowable-numa-nodes": strconv.Atoi: parsing '
+                '"\u0661\u0666": invalid syntax'
+            ),
+        ),
+        (
+            {"topologyManagerPolicyOptions": {"prefer-closest": "true"}},
+            'topologyManagerPolicyOptions: unknown Topology Manager Policy option: "prefer-closest"',
+        ),
+        ({"reservedSystemCPUs": "0-x"}, "reservedSystemCPUs: invalid cpulist '0-x': 'x' is not a CPU id"),
+        ({"systemReserved": {"cpu": "lots"}}, "systemReserved.cpu: invalid quantity 'lots'"),
+        (
+            {"systemReserved": {}},
+            (
+                "kubeReserved/systemReserved/reservedSystemCPUs: the static policy requires systemreserved.cpu + "
+                "kubereserved.cpu to be greater than zero"
+            ),
+        ),
+        ({"reconcilePeriod": "10"}, "reconcilePeriod: '10' is not a duration such as \"10s\""),
+        ({"reconcilePeriod": "0s"}, "reconcilePeriod: '0s' must be positive"),
+        ({"cpuCFSQuotaPeriod": "5s"}, "cpuCFSQuotaPeriod: '5s' must be between 1ms and 1s"),
+        ({"dryRun": "yes"}, "dryRun: 'yes' is not true or false"),
+        ({"cgroupWatch": "fanotify"}, "cgroupWatch: 'fanotify' is not one of auto, inotify, poll, off"),
+        ({"runtimeRoot": 1}, "runtimeRoot: 1 is not a string"),
+        ({"metricsBindAddress": "9363"}, "metricsBindAddress: '9363' is not HOST:PORT"),
+        ({"kubeReserved": ["cpu"]}, "kubeReserved: ['cpu'] is not a map"),
+        ({"evictionHard": {"memory.avail": "1Gi"}}, "evictionHard.memory.avail: unknown eviction signal"),
+        (
+            {"memoryManagerPolicy": "Static"},
+            "reservedMemory: [memorymanager] you should specify the system reserved memory",
+        ),
+        (
+            {"memoryManagerPolicy": "Static", "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}]},
+            (
+                'reservedMemory: the total amount 1073741824 of type "memory" is not equal to the value 104857600 '
+                "determined by "
+                "Node Allocatable (kubeReserved + systemReserved + evictionHard memory.available)"
+            ),
+        ),
+        (
+            {"reservedMemory": [{"numaNode": 0, "limits": {"cpu": "1"}}]},
+            "reservedMemory[0].limits.cpu: only memory and hugepages-<size> can be reserved",
+        ),
+        (
+            {"reservedMemory": [{"numaNode": -1, "limits": {"memory": "1Gi"}}]},
+            "reservedMemory[0].numaNode: -1 is not a NUMA node id",
+        ),
+        (
+            {
+                "reservedMemory": [
+                    {"numaNode": 0, "limits": {"memory": "1Gi"}},
+                    {"numaNode": 0, "limits": {"memory": "1Gi"}},
+                ]
+            },
+            "reservedMemory[1].numaNode: duplicate entry for NUMA node 0",
+        ),
+        (
+            {"cpuManagerPolicyOptions": {"align-by-socket": "true"}, "topologyManagerPolicy": "single-numa-node"},
+            (
+                "cpuManagerPolicyOptions: Topology manager single-numa-node policy is incompatible with CPUManager "
+                "align-by-socket policy option"
+            ),
+        ),
+    ],
+)
+def test_bad_values_name_the_key(data: dict[str, Any], message: str) -> None:
+    """Every unknown key or bad value is refused with a message naming the key."""
+    merged = {**BASE, **data}
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(merged, env={})
+    assert str(err.value).startswith(message)
+
+
+def test_load_config_file_errors(tmp_path: Path) -> None:
+    """A missing file, bad YAML or a non-mapping are one-line errors naming the file."""
+    with pytest.raises(ConfigError, match="cannot read the configuration file"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cpuManagerPolicy: [")
+    with pytest.raises(ConfigError, match=f"^{bad}: not valid YAML"):
+        load_config(bad)
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- a\n")
+    with pytest.raises(ConfigError, match=f"^{listy}: the configuration must be a YAML mapping, got list"):
+        load_config(listy)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "deploy" / "examples").glob("config-*.yaml")))
+def test_example_configs_load(name: str) -> None:
+    """Every example configuration is valid."""
+    load_config(REPO / "deploy" / "examples" / name, env={})
+
+
+def test_contract_keys() -> None:
+    """The configuration accepts exactly the documented keys."""
+    assert {
+        "cpuManagerPolicy",
+        "cpuManagerPolicyOptions",
+        "memoryManagerPolicy",
+        "topologyManagerPolicy",
+        "topologyManagerScope",
+        "topologyManagerPolicyOptions",
+        "reservedSystemCPUs",
+        "kubeReserved",
+        "systemReserved",
+        "evictionHard",
+        "reservedMemory",
+        "cpuCFSQuotaPeriod",
+        "nodeName",
+        "cgroupRoot",
+        "cgroupDriver",
+        "reconcilePeriod",
+        "podResyncPeriod",
+        "stateDir",
+        "kubeletCPUManagerStatePath",
+        "dryRun",
+        "metricsBindAddress",
+        "logLevel",
+        "logFormat",
+        "cgroupWatch",
+        "runtimeRoot",
+    } == {entry.key for entry in CONFIG_KEYS}
+
+
+class TestKeyTable:
+    def test_every_setting_is_filled_by_exactly_one_key(self) -> None:
+        """Each AgentConfig and PlannerConfig field comes from one table entry (the reserved CPU millis from two)."""
+        agent_fields = {f.name for f in dataclasses.fields(AgentConfig)} - {"planner"}
+        planner_fields = {f"planner.{f.name}" for f in dataclasses.fields(PlannerConfig)}
+        filled = [entry.field for entry in CONFIG_KEYS]
+        assert sorted(filled) == sorted(set(filled))
+        assert agent_fields | planner_fields - {"planner.reserved_cpu_millis"} == set(filled)
+
+    def test_every_default_is_a_valid_file_value(self) -> None:
+        """Writing each key's default into the file gives the same configuration as leaving the key out."""
+        explicit = {entry.key: entry.default for entry in CONFIG_KEYS}
+        assert cfg() == config_from_mapping({**explicit, **BASE}, env={})
+
+    def test_every_key_is_documented(self) -> None:
+        """Each key says what it is for, in one line."""
+        assert [] == [entry.key for entry in CONFIG_KEYS if not entry.doc or "\n" in entry.doc]
+
+
+class TestPlannerConfig:
+    def test_the_planner_gets_only_its_settings(self) -> None:
+        """AgentConfig.planner is the core's own value: the agent's settings stay outside it."""
+        planner = cfg(cgroupWatch="poll", reservedSystemCPUs="0,16").planner
+        assert isinstance(planner, PlannerConfig)
+        assert (CPUSet.parse("0,16"), 2) == (planner.reserved_system_cpus, planner.num_reserved_cpus())
+        assert not hasattr(planner, "cgroup_watch")
+
+    @pytest.mark.parametrize(
+        ("field", "value", "message"),
+        [
+            ("topology_manager_scope", "pods", "topologyManagerScope: 'pods' is not one of container, pod"),
+            (
+                "topology_manager_policy",
+                "best_effort",
+                "topologyManagerPolicy: 'best_effort' is not one of none, best-effort, restricted, single-numa-node",
+            ),
+            ("cpu_manager_policy", "Static", "cpuManagerPolicy: 'Static' is not one of static, none"),
+            ("memory_manager_policy", "static", "memoryManagerPolicy: 'static' is not one of None, Static"),
+        ],
+    )
+    def test_a_misspelt_name_fails_naming_the_key(self, field: str, value: str, message: str) -> None:
+        """A PlannerConfig built with an unknown scope or policy name never becomes another scope or policy."""
+        with pytest.raises(PlannerError) as raised:
+            dataclasses.replace(cfg().planner, **{field: value})
+        assert message == str(raised.value)
+
+    def test_names_given_as_strings_become_enums(self) -> None:
+        """A plain string naming a known scope is accepted and stored as the enum member."""
+        planner = dataclasses.replace(cfg().planner, topology_manager_scope="container")
+        assert TopologyManagerScope.CONTAINER is planner.topology_manager_scope
