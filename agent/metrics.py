@@ -34,6 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignment_type
 from agent.cpuset import CPUSet
+from agent.runtime.vocabulary import IdentityErrorReason, IdentitySource
 from agent.topology.model import Topology
 
 __all__ = [
@@ -69,20 +70,10 @@ ADMISSION_ERROR_REASONS = (
 EVENT_TYPES = ("Normal", "Warning")
 #: What happened to a recorded Event (``agent.kube.events.EventOutcome``).
 EVENT_RESULTS = ("posted", "patched", "failed", "dropped")
-#: How a new container was named (``podpin_container_pins_total{source}``; ``agent.reconcile.identity``).
-IDENTITY_SOURCES = ("nri", "bundle", "status")
-#: Why a runtime bundle named no container (``podpin_runtime_identity_errors_total{reason}``; ``agent.runtime``).
-IDENTITY_ERROR_REASONS = (
-    "uid_mismatch",
-    "incomplete",
-    "malformed",
-    "missing_annotation",
-    "bad_annotation",
-    "oversize",
-    "not_regular",
-    "unreadable",
-    "invalid_id",
-)
+#: How a new container was named (``podpin_container_pins_total{source}``).
+IDENTITY_SOURCES = tuple(IdentitySource)
+#: Why a runtime bundle named no container (``podpin_runtime_identity_errors_total{reason}``).
+IDENTITY_ERROR_REASONS = tuple(IdentityErrorReason)
 
 #: Admission runs the pure planner: typically well under a millisecond, seconds would mean a bug.
 ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)

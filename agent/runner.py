@@ -43,8 +43,8 @@ from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
-from agent.runtime.bundle import BundleReader
 from agent.render.plan_json import plan_to_dict
+from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError
 from agent.state_store import StateStore
 from agent.topology.load import load_topology

@@ -4,26 +4,35 @@
 sources reported (:class:`PodCache`, :mod:`.pods`), asks the planner, turns the
 plan into cgroup targets (:mod:`.targets`) and writes them; :class:`Reporter`
 (:mod:`.reporter`) turns decisions and write results into log lines, metrics and
-Events. It never decides who gets which CPU: the planner does. Importing it
-loads the Kubernetes client through :mod:`agent.kube`, so only ``podpin run``
-imports it.
+Events. Who each container cgroup is comes from one :class:`IdentityBook`
+(:mod:`.identity`), fed by the pod statuses, the runtime's bundles
+(:class:`BundleNamer`, :mod:`.naming`) and NRI. It never decides who gets which
+CPU: the planner does. Importing it loads the Kubernetes client through
+:mod:`agent.kube`, so only ``podpin run`` imports it.
 """
 
+from agent.reconcile.identity import PRECEDENCE, Identity, IdentityBook, StatusFeed
+from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import BadContainerID, Malformed, PodCache
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import EventSink, Reporter
-from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id, values_of
+from agent.reconcile.targets import Target, TargetLevel, plan_targets, pod_targets, values_of
 
 __all__ = [
+    "PRECEDENCE",
     "BadContainerID",
+    "BundleNamer",
     "EventSink",
+    "Identity",
+    "IdentityBook",
     "Malformed",
     "PodCache",
     "Reconciler",
     "Reporter",
+    "StatusFeed",
     "Target",
+    "TargetLevel",
     "plan_targets",
     "pod_targets",
-    "runtime_id",
     "values_of",
 ]

@@ -1,7 +1,7 @@
 """The identity book: which pod and which container a runtime id (the name of a container cgroup) belongs to.
 
 A container cgroup is named only by its runtime id (``<pod cgroup>/<id>``, ``cri-containerd-<id>.scope``...).
-Who it is comes from three sources, in this order of trust (DESIGN, "container identity"):
+Who it is comes from three sources, in this order of trust (``docs/design.md``, "Container identity"):
 
 1. ``nri``: the runtime's NRI CreateContainer / Synchronize calls (the runtime says it, before the container
    exists);
@@ -28,22 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
-from agent.cgroups.errors import CgroupPathError
-from agent.cgroups.layout import ContainerID, Runtime
-from agent.pods.model import PodView
-from agent.runtime.annotations import ContainerKind
+from agent.cgroups import CgroupPathError, ContainerID, Runtime
+from agent.pods import PodView
+from agent.runtime import ContainerType, IdentitySource
 
-__all__ = ["PRECEDENCE", "Identity", "IdentityBook", "IdentitySource", "StatusFeed", "status_identities"]
-
-
-class IdentitySource(StrEnum):
-    """Where an identity came from (also the ``source`` label of ``podpin_container_pins_total``)."""
-
-    NRI = "nri"
-    BUNDLE = "bundle"
-    STATUS = "status"
+__all__ = ["PRECEDENCE", "Identity", "IdentityBook", "StatusFeed", "status_identities"]
 
 
 PRECEDENCE: tuple[IdentitySource, ...] = (IdentitySource.NRI, IdentitySource.BUNDLE, IdentitySource.STATUS)
@@ -58,7 +48,7 @@ class Identity:
     """The 64-hex id naming the container's cgroup."""
     pod_uid: str
     """The uid the pod's cgroup is named after (a static pod's config hash, else ``metadata.uid``)."""
-    kind: ContainerKind
+    kind: ContainerType
     name: str | None
     """The container's name in the pod spec; None for the sandbox."""
     source: IdentitySource
@@ -162,7 +152,7 @@ class IdentityBook:
         names = set()
         for runtime_id in self._pod_ids.get(pod_uid, ()):
             identity = self.in_pod(pod_uid, runtime_id)
-            if identity is not None and identity.name is not None and identity.kind is ContainerKind.CONTAINER:
+            if identity is not None and identity.name is not None and identity.kind is ContainerType.CONTAINER:
                 names.add(identity.name)
         return frozenset(names)
 
@@ -216,7 +206,7 @@ def status_identities(views: Iterable[PodView]) -> list[Identity]:
                 Identity(
                     runtime_id=parsed.id,
                     pod_uid=view.cgroup_uid,
-                    kind=ContainerKind.CONTAINER,
+                    kind=ContainerType.CONTAINER,
                     name=container.name,
                     source=IdentitySource.STATUS,
                     runtime=parsed.runtime,

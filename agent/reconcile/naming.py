@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.cgroups.layout import Runtime, ScannedPod
-from agent.reconcile.identity import Identity, IdentityBook, IdentitySource
-from agent.runtime.bundle import BundleReader, Found, Invalid, NotYet, Unavailable
+from agent.cgroups import Runtime, ScannedPod
+from agent.reconcile.identity import Identity, IdentityBook
+from agent.runtime import BundleReader, Found, IdentityErrorReason, IdentitySource, Invalid, NotYet, Unavailable
 
 __all__ = ["RETRY_DELAYS", "BundleNamer", "ErrorSink"]
 
 RETRY_DELAYS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 """Seconds before each new read of a bundle that was not complete yet (about 1.9 s in all, then reported)."""
 
-ErrorSink = Callable[[str, str, Path, str, str], None]
+ErrorSink = Callable[[str, str, Path, IdentityErrorReason, str], None]
 """Called as ``(pod_key, runtime_id, cgroup_path, reason, message)`` for a bundle that cannot name its container."""
 
 
@@ -103,7 +103,7 @@ class BundleNamer:
                     f"{outcome.path} says container {runtime_id} belongs to pod {found.pod_uid}, but its cgroup "
                     f"{path} is in pod {pod_key}'s; it is not named from its bundle"
                 )
-                self._on_error(pod_key, runtime_id, path, "uid_mismatch", message)
+                self._on_error(pod_key, runtime_id, path, IdentityErrorReason.UID_MISMATCH, message)
                 return
             self.book.learn(
                 Identity(
@@ -121,7 +121,13 @@ class BundleNamer:
         attempts = 1 if retry is None else retry.attempts + 1
         if attempts > len(RETRY_DELAYS):
             self._settle(runtime_id)
-            self._on_error(pod_key, runtime_id, path, "incomplete", f"{reason} (after {len(RETRY_DELAYS)} retries)")
+            self._on_error(
+                pod_key,
+                runtime_id,
+                path,
+                IdentityErrorReason.INCOMPLETE,
+                f"{reason} (after {len(RETRY_DELAYS)} retries)",
+            )
             return
         due = self._clock() + RETRY_DELAYS[attempts - 1]
         self._retry[runtime_id] = _Retry(pod_key=pod_key, runtime=runtime, path=path, attempts=attempts, due=due)

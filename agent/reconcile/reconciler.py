@@ -49,8 +49,8 @@ from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import PodRef, Reporter
-from agent.reconcile.targets import Target, plan_targets, pod_targets
-from agent.runtime.bundle import BundleReader
+from agent.reconcile.targets import Target, TargetLevel, plan_targets, pod_targets
+from agent.runtime import BundleReader, IdentityErrorReason, IdentitySource
 from agent.state_store import StateStore
 from agent.topology.model import Topology
 
@@ -156,7 +156,9 @@ class Reconciler:
             self._new_cgroups.setdefault(pod_key, set()).add(path)
         return bool(due)
 
-    def _identity_error(self, pod_key: str, runtime_id: str, path: Path, reason: str, message: str) -> None:
+    def _identity_error(
+        self, pod_key: str, runtime_id: str, path: Path, reason: IdentityErrorReason, message: str
+    ) -> None:
         pod: PodRef | None = None
         if self.snapshot is not None:
             pod = next(((p.namespace, p.name, p.uid) for p in self.snapshot.plan.pods if p.cgroup_key == pod_key), None)
@@ -359,7 +361,7 @@ class Reconciler:
                 self.namer.identify_live([scanned], complete=False)
             found = pod_targets(pod, scanned, self.identities)
             if not dirty and new is not None:
-                found = [t for t in found if t.level == "pod" or t.path in new]
+                found = [t for t in found if t.level is TargetLevel.POD or t.path in new]
             targets.extend(found)
         return targets, live
 
@@ -446,14 +448,14 @@ class Reconciler:
         bad = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}
         done_pods: dict[str, bool] = {}
         for target in targets:
-            if target.level != "container" or target.pod is None:
+            if target.level is not TargetLevel.CONTAINER or target.pod is None:
                 continue
             ok = target.path not in bad
             done_pods[target.pod.uid] = done_pods.get(target.pod.uid, True) and ok
             seen = self._pending.get(target.path)
             if ok and seen is not None and not self.dry_run:
                 self.reporter.metrics.pin_latency.observe(max(0.0, now - seen))
-                self.reporter.metrics.container_pins.labels(source=target.source or "status").inc()
+                self.reporter.metrics.container_pins.labels(source=target.source or IdentitySource.STATUS).inc()
                 del self._pending[target.path]
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
             del self._pending[path]

@@ -30,8 +30,9 @@ from agent.metrics import AgentMetrics
 from agent.pods import ContainerKind
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
+from agent.runtime import IdentityErrorReason
 
-__all__ = ["Reporter", "EventSink", "PodRef"]
+__all__ = ["EventSink", "PodRef", "Reporter"]
 
 PodRef = tuple[str, str, str]
 """A pod as Events name it: (namespace, name, uid)."""
@@ -161,7 +162,9 @@ class Reporter:
             "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
         )
 
-    def identity_error(self, reason: str, message: str, *, path: Path, container_id: str, pod: PodRef | None) -> None:
+    def identity_error(
+        self, reason: IdentityErrorReason, message: str, *, path: Path, container_id: str, pod: PodRef | None
+    ) -> None:
         """A container's runtime bundle cannot name it (or names another pod): it waits for the pod status."""
         self.metrics.runtime_identity_errors.labels(reason=reason).inc()
         fields: dict[str, Any] = {"path": str(path), "container_id": container_id, "reason": reason}

@@ -28,8 +28,8 @@ from agent.alloc import DesiredValues, Plan, PodPlan
 from agent.cgroups.fs import CgroupValues
 from agent.cgroups.layout import ScannedPod
 from agent.pods import QOSClass
-from agent.reconcile.identity import Identity, IdentitySource
-from agent.runtime import ContainerType
+from agent.reconcile.identity import Identity
+from agent.runtime import ContainerType, IdentitySource
 
 __all__ = ["Names", "Target", "TargetLevel", "plan_targets", "pod_targets", "values_of"]
 
@@ -110,9 +110,7 @@ def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
     return targets
 
 
-def plan_targets(
-    plan: Plan, live: Iterable[ScannedPod], qos_levels: Mapping[str, Path], names: Names
-) -> list[Target]:
+def plan_targets(plan: Plan, live: Iterable[ScannedPod], qos_levels: Mapping[str, Path], names: Names) -> list[Target]:
     """Every target of the plan over the live tree.
 
     Args:

@@ -29,30 +29,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from agent.cgroups.errors import CgroupPathError
-from agent.cgroups.layout import Runtime, validate_uid
+from agent.cgroups import CgroupPathError, Runtime, validate_uid
+from agent.runtime.vocabulary import ContainerType, IdentityErrorReason
 
 __all__ = [
     "ANNOTATION_KEYS",
     "AnnotationError",
+    "AnnotationKeys",
     "BundleIdentity",
-    "ContainerKind",
     "identity_from_spec",
 ]
 
 
-class ContainerKind(StrEnum):
-    """What a runtime container is to Kubernetes: the pod's sandbox (pause) or one of its containers."""
-
-    SANDBOX = "sandbox"
-    CONTAINER = "container"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Keys:
+class AnnotationKeys:
+    """The annotation keys one runtime writes into a Kubernetes container's OCI spec."""
+
     kind: str
     pod_uid: str
     name: str
@@ -60,15 +54,15 @@ class _Keys:
     namespace: str
 
 
-ANNOTATION_KEYS: Mapping[Runtime, _Keys] = {
-    Runtime.CONTAINERD: _Keys(
+ANNOTATION_KEYS: Mapping[Runtime, AnnotationKeys] = {
+    Runtime.CONTAINERD: AnnotationKeys(
         kind="io.kubernetes.cri.container-type",
         pod_uid="io.kubernetes.cri.sandbox-uid",
         name="io.kubernetes.cri.container-name",
         pod_name="io.kubernetes.cri.sandbox-name",
         namespace="io.kubernetes.cri.sandbox-namespace",
     ),
-    Runtime.CRIO: _Keys(
+    Runtime.CRIO: AnnotationKeys(
         kind="io.kubernetes.cri-o.ContainerType",
         pod_uid="io.kubernetes.pod.uid",
         name="io.kubernetes.container.name",
@@ -82,12 +76,10 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class AnnotationError(ValueError):
-    """The spec does not say who the container is. ``reason`` is a closed label for metrics:
-    ``malformed`` (not a JSON object with an object of string annotations), ``missing_annotation``,
-    ``bad_annotation``.
-    """
+    """The spec does not say who the container is; ``reason`` is ``malformed``, ``missing_annotation`` or
+    ``bad_annotation``."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: IdentityErrorReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -101,7 +93,7 @@ class BundleIdentity:
     container_id: str
     pod_uid: str
     """The uid the pod's cgroup is named after (a static pod's config hash)."""
-    kind: ContainerKind
+    kind: ContainerType
     name: str | None
     """The container's name in the pod spec; None for a sandbox."""
     pod_name: str | None = None
@@ -110,21 +102,23 @@ class BundleIdentity:
 
 def _annotations(spec: object) -> Mapping[str, str]:
     if not isinstance(spec, Mapping):
-        raise AnnotationError("malformed", f"the OCI spec is a JSON {type(spec).__name__}, not an object")
+        raise AnnotationError(
+            IdentityErrorReason.MALFORMED, f"the OCI spec is a JSON {type(spec).__name__}, not an object"
+        )
     annotations: Any = spec.get("annotations")
     if annotations is None:
-        raise AnnotationError("missing_annotation", "the OCI spec has no annotations")
+        raise AnnotationError(IdentityErrorReason.MISSING_ANNOTATION, "the OCI spec has no annotations")
     if not isinstance(annotations, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in annotations.items()
     ):
-        raise AnnotationError("malformed", "the OCI spec's annotations are not an object of strings")
+        raise AnnotationError(IdentityErrorReason.MALFORMED, "the OCI spec's annotations are not an object of strings")
     return annotations
 
 
 def _required(annotations: Mapping[str, str], key: str) -> str:
     value = annotations.get(key)
     if value is None:
-        raise AnnotationError("missing_annotation", f"annotation {key} is missing")
+        raise AnnotationError(IdentityErrorReason.MISSING_ANNOTATION, f"annotation {key} is missing")
     return value
 
 
@@ -147,22 +141,25 @@ def identity_from_spec(runtime: Runtime, container_id: str, spec: object) -> Bun
     annotations = _annotations(spec)
     kind_text = _required(annotations, keys.kind)
     try:
-        kind = ContainerKind(kind_text)
+        kind = ContainerType(kind_text)
     except ValueError:
         raise AnnotationError(
-            "bad_annotation", f"annotation {keys.kind}={kind_text!r}: expected sandbox or container"
+            IdentityErrorReason.BAD_ANNOTATION, f"annotation {keys.kind}={kind_text!r}: expected sandbox or container"
         ) from None
     uid = _required(annotations, keys.pod_uid)
     try:
         validate_uid(uid)
     except CgroupPathError as err:
-        raise AnnotationError("bad_annotation", f"annotation {keys.pod_uid}={uid!r}: {err.message}") from None
+        raise AnnotationError(
+            IdentityErrorReason.BAD_ANNOTATION, f"annotation {keys.pod_uid}={uid!r}: {err.message}"
+        ) from None
     name: str | None = None
-    if kind is ContainerKind.CONTAINER:
+    if kind is ContainerType.CONTAINER:
         name = _required(annotations, keys.name)
         if not _DNS_LABEL.fullmatch(name):
             raise AnnotationError(
-                "bad_annotation", f"annotation {keys.name}={name!r}: a container name is a DNS-1123 label"
+                IdentityErrorReason.BAD_ANNOTATION,
+                f"annotation {keys.name}={name!r}: a container name is a DNS-1123 label",
             )
     return BundleIdentity(
         runtime=runtime,

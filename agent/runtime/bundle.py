@@ -35,8 +35,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.cgroups.layout import Runtime
+from agent.cgroups import Runtime
 from agent.runtime.annotations import AnnotationError, BundleIdentity, identity_from_spec
+from agent.runtime.vocabulary import IdentityErrorReason
 
 __all__ = [
     "BUNDLE_DIRS",
@@ -91,10 +92,10 @@ class Unavailable:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Invalid:
-    """The bundle cannot name the container. ``reason`` is a closed label for metrics (see the readers)."""
+    """The bundle cannot name the container; ``reason`` is the metric label, ``message`` says what was wrong."""
 
     path: Path | None
-    reason: str
+    reason: IdentityErrorReason
     message: str
 
 
@@ -129,7 +130,9 @@ class BundleReader:
         """
         if not isinstance(container_id, str) or not _HEX64.fullmatch(container_id):
             return Invalid(
-                path=None, reason="invalid_id", message=f"container id {container_id!r} is not 64 lower-case hex digits"
+                path=None,
+                reason=IdentityErrorReason.INVALID_ID,
+                message=f"container id {container_id!r} is not 64 lower-case hex digits",
             )
         chosen = Runtime.CONTAINERD if runtime is None else runtime
         entry = BUNDLE_DIRS.get(chosen)
@@ -162,16 +165,20 @@ class BundleReader:
             return NotYet(path=path, reason="no config.json yet")
         except OSError as err:
             if err.errno in (errno.ELOOP, errno.ENOTDIR):
-                return Invalid(path=path, reason="not_regular", message=f"{path}: a symlink or not a file")
-            return Invalid(path=path, reason="unreadable", message=f"{path}: cannot open: {err.strerror or err}")
+                return Invalid(
+                    path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: a symlink or not a file"
+                )
+            return Invalid(
+                path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot open: {err.strerror or err}"
+            )
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                return Invalid(path=path, reason="not_regular", message=f"{path}: not a regular file")
+                return Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: not a regular file")
             if info.st_size > self.max_bytes:
                 return Invalid(
                     path=path,
-                    reason="oversize",
+                    reason=IdentityErrorReason.OVERSIZE,
                     message=f"{path}: {info.st_size} bytes, more than the {self.max_bytes} podpin reads",
                 )
             chunks: list[bytes] = []
@@ -183,11 +190,15 @@ class BundleReader:
                 chunks.append(chunk)
                 size += len(chunk)
         except OSError as err:
-            return Invalid(path=path, reason="unreadable", message=f"{path}: cannot read: {err.strerror or err}")
+            return Invalid(
+                path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot read: {err.strerror or err}"
+            )
         finally:
             os.close(fd)
         if size > self.max_bytes:
             return Invalid(
-                path=path, reason="oversize", message=f"{path}: more than the {self.max_bytes} bytes podpin reads"
+                path=path,
+                reason=IdentityErrorReason.OVERSIZE,
+                message=f"{path}: more than the {self.max_bytes} bytes podpin reads",
             )
         return b"".join(chunks)

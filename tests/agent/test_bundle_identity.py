@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentfixture import AgentNode, lines, make_node, running, sample, wait_until
-from podfactory import container_id, make_pod
 from structlog.testing import capture_logs
 
+from agent.runtime import IdentityErrorReason
+from tests.support.agentfixture import AgentNode, lines, make_node, running, sample, wait_until
 from tests.support.bundles import bundle_path, containerd_annotations, write_bundle
+from tests.support.podfactory import container, container_id, make_pod
 
 OTHER_UID = "5b0c1d2e-3f40-4a51-8b62-7c83d94ea5f6"
 
@@ -27,7 +28,7 @@ def waiting(name: str, cpus: str = "2", *, ts: int = 1) -> dict[str, Any]:
     """A Guaranteed pod with one container ``app`` whose status has no containerID yet (as the API lags)."""
     return make_pod(
         name,
-        containers=[("app", cpus, cpus, "1Gi", "1Gi")],
+        containers=[container("app", cpu=cpus, memory="1Gi")],
         states={"app": "waiting"},
         creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
     )
@@ -101,11 +102,12 @@ def test_bundle_naming_another_pod_is_refused_and_reported(tmp_path: Path) -> No
         wait_until(lambda: agent.reconciler.passes > 0, what="the first pass")
         path = _appear(node, web, rid)
         wait_until(
-            lambda: sample(agent, "podpin_runtime_identity_errors_total", reason="uid_mismatch"), what="the report"
+            lambda: sample(agent, "podpin_runtime_identity_errors_total", reason=IdentityErrorReason.UID_MISMATCH),
+            what="the report",
         )
         wait_until(lambda: node.read(path) == "0,2-16,18-31", what="the interim set")
         errors = [(e["reason"], e["pod"], e["container_id"]) for e in lines(logs, "runtime.identity_error")]
-    assert [("uid_mismatch", "web", rid)] == errors
+    assert [(IdentityErrorReason.UID_MISMATCH, "web", rid)] == errors
 
 
 def test_bundle_written_after_the_cgroup_is_read_again(tmp_path: Path) -> None:
@@ -131,7 +133,7 @@ def test_without_runtime_state_the_status_names_the_container(tmp_path: Path) ->
     node.add_pod(web)
     running_web = make_pod(
         "web",
-        containers=[("app", "2", "2", "1Gi", "1Gi")],
+        containers=[container("app", cpu="2", memory="1Gi")],
         states={"app": "running"},
         creation_timestamp="2026-01-01T00:00:01Z",
     )

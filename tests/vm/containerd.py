@@ -25,9 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ociimage
-from background import Background
-from criclient import CRIClient, CRIError
+from tests.vm import ociimage
+from tests.vm.background import Background
+from tests.vm.criclient import CRIClient, CRIError
 
 __all__ = ["Containerd", "ContainerdConfig", "ContainerdError", "runtime_bin"]
 

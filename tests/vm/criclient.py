@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
-from cri import cri_api_pb2 as pb
 from google.protobuf.message import Message
+
+from tests.vm.cri import cri_api_pb2 as pb
 
 __all__ = ["CRIClient", "CRIError", "pb"]
 

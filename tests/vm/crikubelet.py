@@ -27,13 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ociimage
-from agentpods import CFS_PERIOD_US, ContainerSpec, PodSpec
-from criclient import CRIClient, pb
-from kubetree import CGROUP_ROOT, enable_controllers, read, write
-
 from agent.cpuset import CPUSet
 from agent.quantity import cpu_millis, memory_bytes
+from tests.vm import ociimage
+from tests.vm.agentpods import CFS_PERIOD_US, ContainerSpec, PodSpec
+from tests.vm.criclient import CRIClient, pb
+from tests.vm.kubetree import CGROUP_ROOT, enable_controllers, read, write
 
 __all__ = ["CRIKubelet", "PodRun", "first_view", "log_lines", "pod_cgroup_name", "probe_uptime"]
 

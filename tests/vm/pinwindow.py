@@ -16,9 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guest_inotify import IN_CREATE, IN_ISDIR, IN_MODIFY, Inotify
-
 from agent.cpuset import CPUSet, CPUSetError
+from tests.vm.guest_inotify import IN_CREATE, IN_ISDIR, IN_MODIFY, Inotify
 
 __all__ = ["Child", "WindowObserver"]
 

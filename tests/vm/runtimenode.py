@@ -33,18 +33,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import ociimage
 import yaml
-from agentpods import PodSpec, agent_config, kubelet_state_none
-from agentrun import free_port, http_get, log_events, metric_samples, started_line, unprivileged, wait_ready
-from background import Background, podpin
-from containerd import Containerd, ContainerdConfig, runtime_bin
-from crikubelet import CRIKubelet, PodRun, first_view, probe_uptime
-from pinwindow import WindowObserver
-from runtimepods import manifest
-from scenario import wait_until
 
 from agent.cpuset import CPUSet
+from tests.vm import ociimage
+from tests.vm.agentpods import PodSpec, agent_config, kubelet_state_none
+from tests.vm.agentrun import free_port, http_get, log_events, metric_samples, started_line, unprivileged, wait_ready
+from tests.vm.background import Background, podpin
+from tests.vm.containerd import Containerd, ContainerdConfig, runtime_bin
+from tests.vm.crikubelet import CRIKubelet, PodRun, first_view, probe_uptime
+from tests.vm.pinwindow import WindowObserver
+from tests.vm.runtimepods import manifest
+from tests.vm.scenario import wait_until
 
 __all__ = ["MODES", "Mode", "RuntimeNode", "StatusWriter", "container_records"]
 
@@ -368,8 +368,8 @@ class RuntimeNode:
             run = self.runs.pop(spec_uid)
             try:
                 self.cri.stop_pod(run)
-            except Exception as err:  # noqa: BLE001 - end of scenario: say so, leave the rest to the poweroff
-                print(f"runtimenode: cannot stop pod {run.spec.name}: {err}", file=sys.stderr, flush=True)
+            except Exception as err:  # end of the scenario: say so on stderr, the poweroff takes the rest
+                sys.stderr.write(f"runtimenode: cannot stop pod {run.spec.name}: {err}\n")
         self.status.stop()
         self.observer.stop()
         if self.kubelet is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentpods import ContainerSpec, PodSpec, classic_guaranteed_pod, product_story_pod, timestamp
+from tests.vm.agentpods import ContainerSpec, PodSpec, classic_guaranteed_pod, product_story_pod, timestamp
 
 __all__ = ["STATUS_DELAY", "bench_pod", "cache_pod", "doomed_pod", "late_pod", "manifest", "restart_pod", "story_pod"]
 

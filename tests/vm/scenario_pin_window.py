@@ -20,11 +20,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import cpubench
-import ociimage
-from runtimenode import MODES, RuntimeNode, container_records
-from runtimepods import STATUS_DELAY, bench_pod
-from scenario import Scenario, wait_until
+from tests.vm import cpubench, ociimage
+from tests.vm.runtimenode import MODES, RuntimeNode, container_records
+from tests.vm.runtimepods import STATUS_DELAY, bench_pod
+from tests.vm.scenario import Scenario, wait_until
 
 VM_DIR = Path(os.environ.get("PODPIN_VM_DIR") or "/tmp/podpin-vm")
 MODE_OFFSET = 1000

@@ -28,13 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import ociimage
-from runtimenode import MODES, RuntimeNode, container_records
-from runtimepods import STATUS_DELAY, cache_pod, doomed_pod, late_pod, restart_pod, story_pod
-from scenario import Scenario, wait_until
-
 from agent.topology.codec import topology_to_dict
 from agent.topology.sysfs import read_topology
+from tests.vm import ociimage
+from tests.vm.runtimenode import MODES, RuntimeNode, container_records
+from tests.vm.runtimepods import STATUS_DELAY, cache_pod, doomed_pod, late_pod, restart_pod, story_pod
+from tests.vm.scenario import Scenario, wait_until
 
 VM_DIR = Path(os.environ.get("PODPIN_VM_DIR") or "/tmp/podpin-vm")
 SETTLE = 3.0

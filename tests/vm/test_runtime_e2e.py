@@ -14,18 +14,17 @@ their pod's interim set and are moved seconds later; in bundle mode they start o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import harness
-import ociimage
 import pytest
 import yaml
-from harness import GuestRun, Step, VMConfig
-from planexpect import interim_sets, planned_cpus, pod_key, run_plan
-from runtimepods import STATUS_DELAY, cache_pod, doomed_pod, story_pod
 
 from agent.cpuset import CPUSet
+from tests.vm import harness, ociimage
+from tests.vm.harness import GuestRun, Step, VMConfig
+from tests.vm.planexpect import interim_sets, planned_cpus, pod_key, run_plan
+from tests.vm.runtimepods import STATUS_DELAY, cache_pod, doomed_pod, story_pod
 
 runtime = harness.scenario_fixture(
     "scenario_runtime.py", VMConfig(cpus=8, nodes=2, timeout_s=900), env={"VM_ENV": "PODPIN_VM_DIR"}
@@ -46,7 +45,7 @@ def _base(pod: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def plans(runtime: GuestRun, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Mapping[str, Any]]]:
+def plans(runtime: GuestRun, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mapping[str, Any]]:
     """Per mode: ``podpin plan`` on the host of that mode's two pods, with the guest's topology and config."""
     runtime.step("runtime")
     directory = tmp_path_factory.mktemp("runtime-plan")
@@ -58,7 +57,7 @@ def plans(runtime: GuestRun, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             path.write_text(yaml.safe_dump(spec.manifest(started=())))
             manifests.append(path)
         result[mode] = run_plan(runtime.workdir / "topology.json", runtime.workdir / "config.yaml", manifests)
-    yield result
+    return result
 
 
 def _records(step: Step, key: str = "records") -> dict[tuple[str, str], Mapping[str, Any]]:

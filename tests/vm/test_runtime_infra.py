@@ -15,17 +15,17 @@ import time
 import tomllib
 from pathlib import Path
 
-import ociimage
 import pytest
 import yaml
-from containerd import ContainerdConfig
-from cri import cri_api_pb2 as pb
-from crikubelet import first_view, log_lines, pod_cgroup_name, probe_uptime
-from runtimenode import StatusWriter
-from runtimepods import cache_pod, manifest, story_pod
 
 from agent.cpuset import CPUSet
 from agent.pods.model import pod_from_dict
+from tests.vm import ociimage
+from tests.vm.containerd import ContainerdConfig
+from tests.vm.cri import cri_api_pb2 as pb
+from tests.vm.crikubelet import first_view, log_lines, pod_cgroup_name, probe_uptime
+from tests.vm.runtimenode import StatusWriter
+from tests.vm.runtimepods import cache_pod, manifest, story_pod
 
 CRI = Path(__file__).resolve().parent / "cri"
 
@@ -103,9 +103,11 @@ class TestImages:
         problems = [name for name, data in blobs.items() if hashlib.sha256(data).hexdigest() != name]
         for entry in json.loads(files["index.json"])["manifests"]:
             manifest_doc = json.loads(blobs[entry["digest"].split(":")[1]])
-            for ref in (manifest_doc["config"], *manifest_doc["layers"]):
-                if len(blobs.get(ref["digest"].split(":")[1], b"")) != ref["size"]:
-                    problems.append(ref["digest"])
+            problems.extend(
+                ref["digest"]
+                for ref in (manifest_doc["config"], *manifest_doc["layers"])
+                if len(blobs.get(ref["digest"].split(":")[1], b"")) != ref["size"]
+            )
         assert [] == problems
 
     def test_layer_and_entrypoints(self) -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from podfactory import container_id, make_pod
 
-from agent.cgroups.layout import Runtime
-from agent.pods.model import PodView, pod_from_dict
-from agent.reconcile.identity import Identity, IdentityBook, IdentitySource, StatusFeed, status_identities
-from agent.runtime.annotations import ContainerKind
+from agent.cgroups import Runtime
+from agent.pods import PodView, pod_from_dict
+from agent.reconcile.identity import Identity, IdentityBook, StatusFeed, status_identities
+from agent.runtime import ContainerType, IdentitySource
+from tests.support.podfactory import container, container_id, make_pod
 
 POD_A = "aaaaaaaa-0000-4000-8000-00000000000a"
 POD_B = "bbbbbbbb-0000-4000-8000-00000000000b"
@@ -22,7 +22,7 @@ def ident(
     *,
     pod: str = POD_A,
     rid: str = RID,
-    kind: ContainerKind = ContainerKind.CONTAINER,
+    kind: ContainerType = ContainerType.CONTAINER,
 ) -> Identity:
     return Identity(runtime_id=rid, pod_uid=pod, kind=kind, name=name, source=source, runtime=Runtime.CONTAINERD)
 
@@ -72,7 +72,7 @@ class TestPods:
         """``named(pod)``: container names (no sandbox) whose best entry is in that pod."""
         book = IdentityBook()
         book.learn(ident(IdentitySource.STATUS, "db"))
-        book.learn(ident(IdentitySource.BUNDLE, None, rid=OTHER, kind=ContainerKind.SANDBOX))
+        book.learn(ident(IdentitySource.BUNDLE, None, rid=OTHER, kind=ContainerType.SANDBOX))
         book.learn(ident(IdentitySource.STATUS, "web", pod=POD_B, rid="3" * 64))
         assert (frozenset({"db"}), frozenset({"web"})) == (book.named(POD_A), book.named(POD_B))
 
@@ -119,17 +119,17 @@ class TestFeeding:
 
 def test_status_identities() -> None:
     """One identity per valid status containerID, named after its pod's cgroup uid; invalid ones are skipped."""
-    good = make_pod("good", containers=[("app", "1", "1", "1Gi", "1Gi")], states={"app": "running"})
-    bad = make_pod("bad", containers=[("app", "1", "1", "1Gi", "1Gi")], states={"app": "running"})
+    good = make_pod("good", containers=[container("app", cpu="1", memory="1Gi")], states={"app": "running"})
+    bad = make_pod("bad", containers=[container("app", cpu="1", memory="1Gi")], states={"app": "running"})
     bad["status"]["containerStatuses"][0]["containerID"] = "containerd://../../etc"
-    waiting = make_pod("waiting", containers=[("app", "1", "1", "1Gi", "1Gi")], states={"app": "waiting"})
+    waiting = make_pod("waiting", containers=[container("app", cpu="1", memory="1Gi")], states={"app": "waiting"})
     views = [pod_from_dict(raw) for raw in (good, bad, waiting)]
     uid = good["metadata"]["uid"]
     expected = [
         Identity(
             runtime_id=container_id(uid, "app").split("://")[1],
             pod_uid=uid,
-            kind=ContainerKind.CONTAINER,
+            kind=ContainerType.CONTAINER,
             name="app",
             source=IdentitySource.STATUS,
             runtime=Runtime.CONTAINERD,
@@ -140,7 +140,7 @@ def test_status_identities() -> None:
 
 def test_container_id_spelling() -> None:
     """``container_id`` spells the status form when the runtime is known, else the bare id."""
-    bare = Identity(runtime_id=RID, pod_uid=POD_A, kind=ContainerKind.SANDBOX, name=None, source=IdentitySource.NRI)
+    bare = Identity(runtime_id=RID, pod_uid=POD_A, kind=ContainerType.SANDBOX, name=None, source=IdentitySource.NRI)
     assert (f"containerd://{RID}", RID) == (ident(IdentitySource.BUNDLE).container_id, bare.container_id)
 
 
@@ -149,7 +149,7 @@ class TestStatusFeed:
 
     @staticmethod
     def _view(name: str, state: str = "running", cid: str | None = None) -> PodView:
-        raw = make_pod(name, containers=[("app", "1", "1", "1Gi", "1Gi")], states={"app": state})
+        raw = make_pod(name, containers=[container("app", cpu="1", memory="1Gi")], states={"app": state})
         if cid is not None:
             raw["status"]["containerStatuses"][0]["containerID"] = cid
         return pod_from_dict(raw)

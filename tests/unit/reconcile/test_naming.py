@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups.layout import QOSClass, Runtime, ScannedContainer, ScannedPod
-from agent.reconcile.identity import Identity, IdentityBook, IdentitySource
+from agent.cgroups import Runtime, ScannedContainer, ScannedPod
+from agent.pods import QOSClass
+from agent.reconcile.identity import Identity, IdentityBook
 from agent.reconcile.naming import RETRY_DELAYS, BundleNamer
-from agent.runtime.annotations import ContainerKind
-from agent.runtime.bundle import BundleReader
+from agent.runtime import BundleReader, ContainerType, IdentityErrorReason, IdentitySource
 from tests.support.bundles import bundle_path, containerd_annotations, write_bundle, write_raw_bundle
 
 POD = "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"
@@ -68,7 +68,7 @@ def _bundle_identity(name: str | None = "app") -> Identity:
     return Identity(
         runtime_id=CID,
         pod_uid=POD,
-        kind=ContainerKind.CONTAINER if name else ContainerKind.SANDBOX,
+        kind=ContainerType.CONTAINER if name else ContainerType.SANDBOX,
         name=name,
         source=IdentitySource.BUNDLE,
         runtime=Runtime.CONTAINERD,
@@ -95,7 +95,13 @@ def test_another_pod_is_refused_and_reported(setup: Setup) -> None:
     setup.namer.identify(POD, CID, None, CGROUP)
     setup.namer.identify(POD, CID, None, CGROUP)
     [(pod, rid, path, reason, message)] = setup.errors
-    assert (None, POD, CID, CGROUP, "uid_mismatch") == (setup.book.lookup(CID), pod, rid, path, reason)
+    assert (None, POD, CID, CGROUP, IdentityErrorReason.UID_MISMATCH) == (
+        setup.book.lookup(CID),
+        pod,
+        rid,
+        path,
+        reason,
+    )
     assert f"belongs to pod {OTHER_POD}, but its cgroup {CGROUP} is in pod {POD}'s" in message
 
 
@@ -105,7 +111,7 @@ def test_invalid_bundle_is_reported_once(setup: Setup) -> None:
     setup.namer.identify(POD, CID, None, CGROUP)
     write_bundle(setup.root, CID, containerd_annotations(POD, "app"))
     setup.namer.identify(POD, CID, None, CGROUP)
-    assert (["malformed"], None) == ([e[3] for e in setup.errors], setup.book.lookup(CID))
+    assert ([IdentityErrorReason.MALFORMED], None) == ([e[3] for e in setup.errors], setup.book.lookup(CID))
 
 
 def test_not_yet_is_read_again_when_due(setup: Setup) -> None:
@@ -130,7 +136,7 @@ def test_never_complete_is_reported_after_the_last_retry(setup: Setup) -> None:
         setup.clock.now = due
         setup.namer.recheck(due)
     [(_, _, _, reason, message)] = setup.errors
-    assert (list(RETRY_DELAYS), "incomplete") == (delays, reason)
+    assert (list(RETRY_DELAYS), IdentityErrorReason.INCOMPLETE) == (delays, reason)
     assert f"(after {len(RETRY_DELAYS)} retries)" in message
 
 
@@ -153,7 +159,7 @@ def test_unavailable_runtime_is_said_once_and_not_retried(tmp_path: Path) -> Non
 def test_nri_named_containers_are_not_read(setup: Setup) -> None:
     """When NRI already said who the container is, its bundle is not read."""
     write_raw_bundle(setup.root, CID, b"[]")
-    nri = Identity(runtime_id=CID, pod_uid=POD, kind=ContainerKind.CONTAINER, name="app", source=IdentitySource.NRI)
+    nri = Identity(runtime_id=CID, pod_uid=POD, kind=ContainerType.CONTAINER, name="app", source=IdentitySource.NRI)
     setup.book.learn(nri)
     setup.namer.identify(POD, CID, None, CGROUP)
     assert ([], nri) == (setup.errors, setup.book.lookup(CID))

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups.layout import Runtime
-from agent.runtime.annotations import AnnotationError, BundleIdentity, ContainerKind, identity_from_spec
+from agent.cgroups import Runtime
+from agent.runtime import AnnotationError, BundleIdentity, ContainerType, IdentityErrorReason, identity_from_spec
 from tests.support.bundles import containerd_annotations, crio_annotations
 
 UID = "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"
@@ -28,7 +28,7 @@ class TestContainerd:
             runtime=Runtime.CONTAINERD,
             container_id=CID,
             pod_uid=UID,
-            kind=ContainerKind.CONTAINER,
+            kind=ContainerType.CONTAINER,
             name="database",
             pod_name="web",
             namespace="default",
@@ -38,7 +38,7 @@ class TestContainerd:
     def test_sandbox(self) -> None:
         """The sandbox (pause) container has no container name."""
         actual = identity_from_spec(Runtime.CONTAINERD, CID, _spec(containerd_annotations(UID, None)))
-        assert (ContainerKind.SANDBOX, None, UID) == (actual.kind, actual.name, actual.pod_uid)
+        assert (ContainerType.SANDBOX, None, UID) == (actual.kind, actual.name, actual.pod_uid)
 
     def test_static_pod_config_hash_uid(self) -> None:
         """A static pod's uid is the kubelet's 32-hex config hash, which names its cgroup too."""
@@ -53,7 +53,7 @@ class TestCrio:
     def test_container(self) -> None:
         """A container: the kubelet's container name and pod uid."""
         actual = identity_from_spec(Runtime.CRIO, CID, _spec(crio_annotations(UID, "envoy", pod="mesh")))
-        assert (ContainerKind.CONTAINER, "envoy", UID, "mesh") == (
+        assert (ContainerType.CONTAINER, "envoy", UID, "mesh") == (
             actual.kind,
             actual.name,
             actual.pod_uid,
@@ -63,7 +63,7 @@ class TestCrio:
     def test_infra_container(self) -> None:
         """The infra container is the sandbox; its ``POD`` container name is not a container name."""
         actual = identity_from_spec(Runtime.CRIO, CID, _spec(crio_annotations(UID, None)))
-        assert (ContainerKind.SANDBOX, None) == (actual.kind, actual.name)
+        assert (ContainerType.SANDBOX, None) == (actual.kind, actual.name)
 
 
 def _containerd_without(key: str) -> dict[str, str]:
@@ -79,43 +79,47 @@ def _containerd_with(key: str, value: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("spec", "reason", "message"),
     [
-        ([1, 2], "malformed", "the OCI spec is a JSON list, not an object"),
-        ({"ociVersion": "1.1.0"}, "missing_annotation", "the OCI spec has no annotations"),
-        (_spec(["a"]), "malformed", "the OCI spec's annotations are not an object of strings"),
-        (_spec({"io.kubernetes.cri.container-type": 1}), "malformed", "the OCI spec's annotations are not an object"),
+        ([1, 2], IdentityErrorReason.MALFORMED, "the OCI spec is a JSON list, not an object"),
+        ({"ociVersion": "1.1.0"}, IdentityErrorReason.MISSING_ANNOTATION, "the OCI spec has no annotations"),
+        (_spec(["a"]), IdentityErrorReason.MALFORMED, "the OCI spec's annotations are not an object of strings"),
+        (
+            _spec({"io.kubernetes.cri.container-type": 1}),
+            IdentityErrorReason.MALFORMED,
+            "the OCI spec's annotations are not an object",
+        ),
         (
             _spec(_containerd_without("io.kubernetes.cri.container-type")),
-            "missing_annotation",
+            IdentityErrorReason.MISSING_ANNOTATION,
             "annotation io.kubernetes.cri.container-type is missing",
         ),
         (
             _spec(_containerd_without("io.kubernetes.cri.sandbox-uid")),
-            "missing_annotation",
+            IdentityErrorReason.MISSING_ANNOTATION,
             "annotation io.kubernetes.cri.sandbox-uid is missing",
         ),
         (
             _spec(_containerd_without("io.kubernetes.cri.container-name")),
-            "missing_annotation",
+            IdentityErrorReason.MISSING_ANNOTATION,
             "annotation io.kubernetes.cri.container-name is missing",
         ),
         (
             _spec(_containerd_with("io.kubernetes.cri.container-type", "podsandbox")),
-            "bad_annotation",
+            IdentityErrorReason.BAD_ANNOTATION,
             "annotation io.kubernetes.cri.container-type='podsandbox': expected sandbox or container",
         ),
         (
             _spec(_containerd_with("io.kubernetes.cri.sandbox-uid", "../../etc")),
-            "bad_annotation",
+            IdentityErrorReason.BAD_ANNOTATION,
             "annotation io.kubernetes.cri.sandbox-uid='../../etc': invalid pod uid",
         ),
         (
             _spec(_containerd_with("io.kubernetes.cri.sandbox-uid", UID.upper())),
-            "bad_annotation",
+            IdentityErrorReason.BAD_ANNOTATION,
             "annotation io.kubernetes.cri.sandbox-uid='0C9E8A54",
         ),
         (
             _spec(_containerd_with("io.kubernetes.cri.container-name", "App_1")),
-            "bad_annotation",
+            IdentityErrorReason.BAD_ANNOTATION,
             "annotation io.kubernetes.cri.container-name='App_1': a container name is a DNS-1123 label",
         ),
     ],

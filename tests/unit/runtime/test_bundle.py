@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups.layout import Runtime
-from agent.runtime.annotations import ContainerKind
-from agent.runtime.bundle import BundleReader, Found, Invalid, NotYet, Unavailable
+from agent.cgroups import Runtime
+from agent.runtime import BundleReader, ContainerType, Found, IdentityErrorReason, Invalid, NotYet, Unavailable
 from tests.support.bundles import (
     bundle_path,
     containerd_annotations,
@@ -36,7 +35,7 @@ def test_containerd_bundle(root: Path) -> None:
     outcome = BundleReader(root).read(CID, Runtime.CONTAINERD)
     assert isinstance(outcome, Found), outcome
     actual = (outcome.path, outcome.identity.pod_uid, outcome.identity.name, outcome.identity.kind)
-    assert (path, UID, "database", ContainerKind.CONTAINER) == actual
+    assert (path, UID, "database", ContainerType.CONTAINER) == actual
 
 
 def test_crio_bundle(tmp_path: Path) -> None:
@@ -53,7 +52,7 @@ def test_bare_id_is_read_as_containerd(root: Path) -> None:
     write_bundle(root, CID, containerd_annotations(UID, None))
     outcome = BundleReader(root).read(CID, None)
     assert isinstance(outcome, Found), outcome
-    assert (Runtime.CONTAINERD, ContainerKind.SANDBOX) == (outcome.identity.runtime, outcome.identity.kind)
+    assert (Runtime.CONTAINERD, ContainerType.SANDBOX) == (outcome.identity.runtime, outcome.identity.kind)
 
 
 def test_runtime_directory_absent_is_unavailable(tmp_path: Path) -> None:
@@ -100,7 +99,7 @@ def test_complete_json_without_annotations_is_invalid(root: Path) -> None:
     outcome = BundleReader(root).read(CID, Runtime.CONTAINERD)
     expected = Invalid(
         path=bundle_path(root, CID),
-        reason="missing_annotation",
+        reason=IdentityErrorReason.MISSING_ANNOTATION,
         message=f"{bundle_path(root, CID)}: annotation io.kubernetes.cri.sandbox-uid is missing",
     )
     assert expected == outcome
@@ -111,7 +110,7 @@ def test_json_array_is_malformed(root: Path) -> None:
     write_raw_bundle(root, CID, b"[]")
     outcome = BundleReader(root).read(CID, Runtime.CONTAINERD)
     assert isinstance(outcome, Invalid), outcome
-    assert "malformed" == outcome.reason
+    assert IdentityErrorReason.MALFORMED == outcome.reason
 
 
 def test_oversize_bundle_is_refused(root: Path) -> None:
@@ -120,7 +119,10 @@ def test_oversize_bundle_is_refused(root: Path) -> None:
     outcome = BundleReader(root, max_bytes=4096).read(CID, Runtime.CONTAINERD)
     assert isinstance(outcome, Invalid), outcome
     size = bundle_path(root, CID).stat().st_size
-    assert ("oversize", f"{bundle_path(root, CID)}: {size} bytes, more than the 4096 podpin reads") == (
+    assert (
+        IdentityErrorReason.OVERSIZE,
+        f"{bundle_path(root, CID)}: {size} bytes, more than the 4096 podpin reads",
+    ) == (
         outcome.reason,
         outcome.message,
     )
@@ -134,7 +136,10 @@ def test_symlinked_config_is_refused(root: Path, tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.symlink_to(target)
     outcome = BundleReader(root).read(CID, Runtime.CONTAINERD)
-    assert Invalid(path=path, reason="not_regular", message=f"{path}: a symlink or not a file") == outcome
+    assert (
+        Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: a symlink or not a file")
+        == outcome
+    )
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
@@ -147,7 +152,7 @@ def test_config_that_is_not_a_regular_file_is_refused(root: Path, kind: str) -> 
     else:
         path.mkdir()
     outcome = BundleReader(root).read(CID, Runtime.CONTAINERD)
-    assert Invalid(path=path, reason="not_regular", message=f"{path}: not a regular file") == outcome
+    assert Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: not a regular file") == outcome
 
 
 @pytest.mark.parametrize(
@@ -159,6 +164,8 @@ def test_ids_that_are_not_64_hex_never_become_paths(root: Path, container_id: st
     """Only a 64 lower-case hex id is looked up; anything else is refused before any path is built."""
     outcome = BundleReader(root).read(container_id, Runtime.CONTAINERD)
     expected = Invalid(
-        path=None, reason="invalid_id", message=f"container id {container_id!r} is not 64 lower-case hex digits"
+        path=None,
+        reason=IdentityErrorReason.INVALID_ID,
+        message=f"container id {container_id!r} is not 64 lower-case hex digits",
     )
     assert expected == outcome
