@@ -10,9 +10,12 @@ HTTP server.
 The loop is single-threaded: sources, the cgroup watcher and the signal handler
 only put items on a queue; the loop drains it, runs a reconcile pass, and every
 ``reconcilePeriod`` forces a full pass (drift repair, usage sampling, CPU
-hotplug check). ``--once`` runs one full pass after the first pod list and
-exits (status 2 when no pod list arrives within three reconcile periods, an
-API server that cannot be reached). SIGTERM and SIGINT stop everything within a
+hotplug check). A full pass yields to queued work between its steps
+(:meth:`Agent.work_waiting`); the loop then handles the queue, runs a pass
+for it, and continues the full pass where it stopped. ``--once`` runs one
+full pass after the first pod list and exits (status 2 when no pod list
+arrives within three reconcile periods, an API server that cannot be
+reached). SIGTERM and SIGINT stop everything within a
 few seconds.
 """
 
@@ -236,6 +239,8 @@ class Agent:
             return False, self.reconciler.blocked
         if self.reconciler.passes == 0:
             return False, self._ready_reason
+        if self.reconciler.sweeps == 0:
+            return False, "starting: the first full pass is not finished"
         return True, "ok"
 
     def state(self) -> dict[str, Any]:
@@ -316,7 +321,8 @@ class Agent:
                 return 2
             recheck_at = self.reconciler.next_recheck()  # a container bundle to read again soon
             wake = next_resync if recheck_at is None else min(next_resync, recheck_at)
-            timeout = max(0.0, min(1.0, wake - time.monotonic()))
+            # A full pass left unfinished for targeted work: look at the queue, do not wait on it.
+            timeout = 0.0 if self.reconciler.sweeping else max(0.0, min(1.0, wake - time.monotonic()))
             try:
                 item = self._queue.get(timeout=timeout)
             except queue.Empty:
@@ -336,8 +342,10 @@ class Agent:
                 self._check_cpus()
                 self.reconciler.request_full()
             elif (item is None or item[0] == "stop") and not rechecked:
+                if not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting):
+                    self.metrics.ready.set(1 if self.ready()[0] else 0)
                 continue
-            if self.reconciler.run_pass():
+            if self.reconciler.run_pass(None if self.options.once else self.work_waiting):
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
                 if self.options.once:
                     if self.reconciler.blocked is not None:
@@ -345,6 +353,17 @@ class Agent:
                         return 3
                     return 0
         return 0
+
+    def work_waiting(self) -> bool:
+        """Whether targeted work waits for the loop: a queued event, a bundle re-read due, or a stop.
+
+        The reconciler asks this between the steps of a full pass and leaves the rest of the pass for later
+        when it says True (``agent/reconcile/reconciler.py``).
+        """
+        if self.stop_event.is_set() or not self._queue.empty():
+            return True
+        due = self.reconciler.next_recheck()
+        return due is not None and due <= time.monotonic()
 
     def shutdown(self) -> None:
         """Stop every thread; bounded so SIGTERM finishes within a few seconds."""

@@ -136,21 +136,19 @@ class BundleNamer:
         self._retry.pop(runtime_id, None)
         self._settled.add(runtime_id)
 
-    def identify_live(self, live: Iterable[ScannedPod], *, complete: bool) -> None:
-        """Read the bundles of the live children nobody named yet.
-
-        With ``complete`` (``live`` is a full scan), also forget what was learnt about children that are gone.
-        """
-        ids: set[str] = set()
+    def identify_live(self, live: Iterable[ScannedPod]) -> None:
+        """Read the bundles of the live children nobody named yet."""
         for scanned in live:
             for child in scanned.containers:
-                ids.add(child.id)
                 if child.id not in self._settled and child.id not in self._retry:
                     self.identify(scanned.uid, child.id, child.runtime, child.path)
-        if complete:
-            for runtime_id in [r for r in (*self._settled, *self._retry) if r not in ids]:
-                self.forget(runtime_id)
-            self.book.retain(IdentitySource.BUNDLE, ids)
+
+    def retain(self, live: Iterable[ScannedPod]) -> None:
+        """``live`` is a full scan: forget what was learnt about the children that are not in it any more."""
+        ids = {child.id for scanned in live for child in scanned.containers}
+        for runtime_id in [r for r in (*self._settled, *self._retry) if r not in ids]:
+            self.forget(runtime_id)
+        self.book.retain(IdentitySource.BUNDLE, ids)
 
     def forget(self, runtime_id: str) -> None:
         """The container's cgroup is gone: drop its bundle identity and read it afresh if it comes back."""

@@ -13,10 +13,23 @@ Each pass does, in order:
    released (it still runs on its CPUs);
 3. checkpoint the state if it changed (never in dry-run);
 4. plan, and unless the kubelet pins CPUs itself, write the plan into the live
-   cgroups — all of them on a full pass (start, resync, any change of the
-   pools), only the pods something happened to otherwise (a new container
-   cgroup, a new containerID in a pod status), which is what keeps the pin
-   latency in milliseconds.
+   cgroups: a full pass when one is due (start, resync, any change of the
+   pools), else only the pods something happened to (a new container cgroup, a
+   new containerID in a pod status, a bundle read again), which is what keeps
+   the pin latency in milliseconds.
+
+A full pass is a sweep (``sweep.py``): the QoS levels, then one pod at a time
+(the pods something happened to first), each step scanning, writing and
+sampling that one pod. Between steps it asks the caller's ``pending()``
+whether targeted work is waiting (the agent's queue holds an event, a bundle
+re-read is due); if so the pass returns and the sweep stays where it is. The
+next pass does the targeted work first, then resumes the sweep with the newest
+plan; a change of the pools starts it again from the QoS levels. So a
+container cgroup that appears during a full pass waits for at most one step of
+it, not for all of it. The loop stays single-threaded and
+every set written still comes from the planner's latest plan. ``run_pass()``
+without ``pending`` (``--once``, tests) finishes the sweep before it returns;
+``sweeps`` counts the full passes completed (readiness waits for the first).
 
 Who a container cgroup is comes from the identity book: NRI, the runtime's
 bundle (read when the cgroup appears, ``naming.py``), else the pod status.
@@ -28,13 +41,14 @@ raises for a single pod or cgroup: failures are reported and the pass goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import structlog
 
-from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, Pool
+from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
@@ -42,21 +56,25 @@ from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgrou
 from agent.cpuset import CPUSet
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
-from agent.metrics import Snapshot
+from agent.metrics import Snapshot, UsageKey
 from agent.pods import ContainerKind, QOSClass
 from agent.pods.model import PodView
 from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import PodRef, Reporter
-from agent.reconcile.targets import Target, TargetLevel, plan_targets, pod_targets
+from agent.reconcile.sweep import QoSLevels, Sweep
+from agent.reconcile.targets import Target, TargetLevel, pod_targets, qos_targets
 from agent.runtime import BundleReader, IdentityErrorReason, IdentitySource
 from agent.state_store import StateStore
 from agent.topology.model import Topology
 
-__all__ = ["Reconciler"]
+__all__ = ["Pending", "Reconciler"]
 
 _PENDING_TTL = 300.0
+
+Pending = Callable[[], bool]
+"""Asked between the steps of a full pass: True when targeted work waits (the pass then returns early)."""
 
 
 class Reconciler:
@@ -104,8 +122,12 @@ class Reconciler:
         self._pending: dict[Path, float] = {}
         self._applied: dict[tuple[Path, str], str] = {}
         self._controllers: set[Path] = set()
+        self._plan: Plan | None = None
+        self._sweep: Sweep | None = None
+        self._usage: dict[UsageKey, float] = {}
         self.snapshot: Snapshot | None = None
         self.passes = 0
+        self.sweeps = 0
         self.blocked: str | None = None
         if not rebuild:
             self.reporter.mark_pinned(planner.snapshot().pods)
@@ -185,8 +207,18 @@ class Reconciler:
         return dropped
 
     # -- a pass ----------------------------------------------------------------------------------
-    def run_pass(self) -> bool:
-        """Decide and apply; returns True when a pass ran (False until the first pod list arrived)."""
+    @property
+    def sweeping(self) -> bool:
+        """Whether a full pass was left unfinished (:meth:`sweep` continues it)."""
+        return self._sweep is not None
+
+    def run_pass(self, pending: Pending | None = None) -> bool:
+        """Decide and apply; returns True when a pass ran (False until the first pod list arrived).
+
+        Args:
+            pending: asked between the steps of a full pass; when it says True the pass returns and the full
+                pass is left for :meth:`sweep` or the next pass (module docstring). None: finish it.
+        """
         if not self.pods.synced:
             return False
         start = self.clock()
@@ -207,6 +239,7 @@ class Reconciler:
         if changed:
             self._checkpoint()
         plan = self.planner.plan(views, self._decisions)
+        self._plan = plan
         full = self._full or changed
         self._full = False
         policy = self.kubelet()
@@ -214,18 +247,32 @@ class Reconciler:
         if self.blocked is not None and not policy.pinning:
             full = True  # nothing was written while the kubelet pinned: write everything now
         self.blocked = policy.reason if policy.pinning else None
-        usage: dict[tuple[Pool, str, str], float] = {}
-        if not policy.pinning:
-            usage = self._apply(plan, full)
+        if policy.pinning:
+            self._sweep = None
+        else:
+            if full:
+                self._sweep = self._start_sweep(plan)  # the targeted work is its first steps
+            else:
+                self._apply_targeted(plan)
+            self._continue_sweep(pending)
         self._dirty.clear()
         self._new_cgroups.clear()
         self.snapshot = Snapshot(
             state=self.planner.snapshot(),
             plan=plan,
             topology=self.planner.topology,
-            usage=usage or (self.snapshot.usage if self.snapshot else {}),
+            usage=self._usage,
         )
         self.passes += 1
+        self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
+        return True
+
+    def sweep(self, pending: Pending | None = None) -> bool:
+        """Continue an unfinished full pass with the latest plan (no new decisions); False when there is none."""
+        if self._sweep is None:
+            return False
+        start = self.clock()
+        self._continue_sweep(pending)
         self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
         return True
 
@@ -277,7 +324,7 @@ class Reconciler:
             self.log.error("cgroup.scan_failed", error=str(err))
             return observed
         if self.namer is not None:
-            self.namer.identify_live(live, complete=False)
+            self.namer.identify_live(live)
         for scanned in live:
             view = by_uid.get(scanned.uid)
             if view is None:
@@ -324,30 +371,25 @@ class Reconciler:
             return None
         if location is None:
             return None
+        return self._rescan(ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=()))
+
+    def _rescan(self, pod: ScannedPod) -> ScannedPod | None:
+        """``pod`` with its container cgroups as they are now; None when its cgroup is gone."""
         containers = []
         try:
-            names = sorted(entry.name for entry in location.path.iterdir() if entry.is_dir() and not entry.is_symlink())
+            names = sorted(entry.name for entry in pod.path.iterdir() if entry.is_dir() and not entry.is_symlink())
         except OSError:
             return None
         for name in names:
             parsed = self.layout.parse_container_dir(name)
             if parsed is not None:
-                path = ensure_inside(self.layout.root, location.path / name)
+                path = ensure_inside(self.layout.root, pod.path / name)
                 containers.append(ScannedContainer(id=parsed[1], runtime=parsed[0], path=path))
-        return ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=tuple(containers))
+        return dataclasses.replace(pod, containers=tuple(containers))
 
-    def _targets(self, plan: Plan, full: bool) -> tuple[list[Target], list[ScannedPod]]:
-        if full:
-            try:
-                live = scan(self.layout)
-            except (CgroupError, OSError) as err:
-                self.log.error("cgroup.scan_failed", error=str(err))
-                live = []
-            if self.namer is not None:
-                self.namer.identify_live(live, complete=True)
-            return plan_targets(plan, live, self._qos_levels(), self.identities), live
+    def _apply_targeted(self, plan: Plan) -> None:
+        """Write the pods something happened to: their new container cgroups (and the pod), or all of a dirty pod."""
         targets: list[Target] = []
-        live = []
         for pod in plan.pods:
             new = self._new_cgroups.get(pod.cgroup_key)
             dirty = pod.uid in self._dirty or pod.cgroup_key in self._dirty
@@ -356,17 +398,64 @@ class Reconciler:
             scanned = self._scan_pod(pod.cgroup_key, pod.qos)
             if scanned is None:
                 continue
-            live.append(scanned)
             if self.namer is not None:
-                self.namer.identify_live([scanned], complete=False)
+                self.namer.identify_live([scanned])
             found = pod_targets(pod, scanned, self.identities)
             if not dirty and new is not None:
                 found = [t for t in found if t.level is TargetLevel.POD or t.path in new]
             targets.extend(found)
-        return targets, live
+        self._write(plan, targets)
 
-    def _apply(self, plan: Plan, full: bool) -> dict[tuple[Pool, str, str], float]:
-        targets, live = self._targets(plan, full)
+    def _start_sweep(self, plan: Plan) -> Sweep:
+        """Scan the tree for a full pass: the pods with new container cgroups, then the dirty ones, go first."""
+        try:
+            live = scan(self.layout)
+        except (CgroupError, OSError) as err:
+            self.log.error("cgroup.scan_failed", error=str(err))
+            live = []
+        if self.namer is not None:
+            self.namer.retain(live)
+        dirty = [p.cgroup_key for p in plan.pods if p.uid in self._dirty or p.cgroup_key in self._dirty]
+        return Sweep.of_scan(live, [*self._new_cgroups, *dirty])
+
+    def _continue_sweep(self, pending: Pending | None) -> None:
+        """Take sweep steps until it is done or ``pending()`` says targeted work waits (after one step at least)."""
+        sweep = self._sweep
+        if sweep is None or self._plan is None:
+            return
+        plan = self._plan
+        by_key = {pod.cgroup_key: pod for pod in plan.pods}
+        first = True
+        while not sweep.done:
+            if not first and pending is not None and pending():
+                return
+            first = False
+            step = sweep.next_step()
+            if isinstance(step, QoSLevels):
+                targets = qos_targets(plan, self._qos_levels())
+            else:
+                pod = by_key.get(step.uid)
+                scanned = self._rescan(step) if pod is not None else None
+                if pod is None or scanned is None:
+                    continue
+                if self.namer is not None:
+                    self.namer.identify_live([scanned])
+                targets = pod_targets(pod, scanned, self.identities)
+                sweep.add_usage(self._sample_usage(pod, scanned))
+            self._write(plan, targets)
+        self._finish_sweep(sweep)
+
+    def _finish_sweep(self, sweep: Sweep) -> None:
+        self._sweep = None
+        self.sweeps += 1
+        self._usage = sweep.usage
+        if self.snapshot is not None:
+            self.snapshot = dataclasses.replace(self.snapshot, usage=sweep.usage)
+        if not self.dry_run:  # forget cgroups no longer targeted (gone pods, a watcher that missed a removal)
+            self._applied = {key: value for key, value in self._applied.items() if key[0] in sweep.seen}
+
+    def _write(self, plan: Plan, targets: list[Target]) -> None:
+        """Write ``targets`` (or say what would be written, in dry-run); a sweep in progress notes their paths."""
         desired = {t.path: t.values for t in targets}
         if self.dry_run:
             self._dry_run(targets)
@@ -381,10 +470,9 @@ class Reconciler:
             }
             self.reporter.applied(report, targets, drift)
             self._remember(report)
-            if full:  # forget cgroups no longer targeted (gone pods, a watcher that missed a removal)
-                self._applied = {key: value for key, value in self._applied.items() if key[0] in desired}
         self._settle(plan, targets, report)
-        return self._usage(plan, live) if full else {}
+        if self._sweep is not None:
+            self._sweep.seen.update(desired)
 
     def _enable_controllers(self, targets: list[Target]) -> None:
         """``+cpuset +cpu`` in ``cgroup.subtree_control`` down to each target's parent, where missing.
@@ -467,24 +555,19 @@ class Reconciler:
             if all(c.name in named for c in pinned):
                 self.reporter.pinned(pod)
 
-    def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[Pool, str, str], float]:
-        """CPU seconds per (pool, namespace, pod) from the containers' ``cpu.stat``."""
-        by_uid = {pod.cgroup_key: pod for pod in plan.pods}
-        usage: dict[tuple[Pool, str, str], float] = {}
-        for scanned in live:
-            pod = by_uid.get(scanned.uid)
-            if pod is None:
+    def _sample_usage(self, pod: PodPlan, scanned: ScannedPod) -> dict[UsageKey, float]:
+        """CPU seconds per (pool, namespace, pod) of one pod's containers, from their ``cpu.stat``."""
+        pools = {c.name: c.pool for c in pod.containers}
+        usage: dict[UsageKey, float] = {}
+        for child in scanned.containers:
+            identity = self.identities.in_pod(scanned.uid, child.id)
+            pool = pools.get(identity.name) if identity is not None and identity.name is not None else None
+            if pool is None:
                 continue
-            pools = {c.name: c.pool for c in pod.containers}
-            for child in scanned.containers:
-                identity = self.identities.in_pod(scanned.uid, child.id)
-                pool = pools.get(identity.name) if identity is not None and identity.name is not None else None
-                if pool is None:
-                    continue
-                try:
-                    seconds = self.fs.read_cpu_stat(child.path).usage_usec / 1e6
-                except CgroupError:
-                    continue
-                key = (pool, pod.namespace, pod.name)
-                usage[key] = usage.get(key, 0.0) + seconds
+            try:
+                seconds = self.fs.read_cpu_stat(child.path).usage_usec / 1e6
+            except CgroupError:
+                continue
+            key = (pool, pod.namespace, pod.name)
+            usage[key] = usage.get(key, 0.0) + seconds
         return usage

@@ -1,7 +1,8 @@
 """From a :class:`Plan` to file values per existing cgroup (no writes here).
 
 The plan speaks of pods and containers; the writer needs paths. This module
-joins the two over the live tree (one ``scan`` of the kubepods hierarchy):
+joins the two over the live tree, one QoS level set or one pod at a time (a
+full pass takes them as steps, ``sweep.py``):
 
 * the burstable and besteffort QoS levels get the node shared pool;
 * a pod's cgroup gets the pod values (found at any QoS level, see
@@ -18,7 +19,7 @@ gets its values when its cgroup appears (the watcher tells).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -31,7 +32,7 @@ from agent.pods import QOSClass
 from agent.reconcile.identity import Identity
 from agent.runtime import ContainerType, IdentitySource
 
-__all__ = ["Names", "Target", "TargetLevel", "plan_targets", "pod_targets", "values_of"]
+__all__ = ["Names", "Target", "TargetLevel", "pod_targets", "qos_targets", "values_of"]
 
 
 class TargetLevel(StrEnum):
@@ -110,23 +111,10 @@ def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
     return targets
 
 
-def plan_targets(plan: Plan, live: Iterable[ScannedPod], qos_levels: Mapping[str, Path], names: Names) -> list[Target]:
-    """Every target of the plan over the live tree.
-
-    Args:
-        plan: the planner's plan.
-        live: the pods found by ``scan(layout)``.
-        qos_levels: existing QoS level directories to confine ({"burstable": path, "besteffort": path}).
-        names: who each child cgroup is (the identity book).
-    """
-    targets = [
+def qos_targets(plan: Plan, qos_levels: Mapping[str, Path]) -> list[Target]:
+    """The burstable and besteffort levels among ``qos_levels`` ({"burstable": path, ...}): the node shared pool."""
+    return [
         Target(path=path, values=values_of(plan.qos_desired), level=TargetLevel.QOS)
         for name, path in sorted(qos_levels.items())
         if name in (QOSClass.BURSTABLE.value, QOSClass.BESTEFFORT.value)
     ]
-    by_uid = {pod.cgroup_key: pod for pod in plan.pods}
-    for scanned in live:
-        pod = by_uid.get(scanned.uid)
-        if pod is not None:
-            targets.extend(pod_targets(pod, scanned, names))
-    return targets

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from agent.runtime import IdentityErrorReason
+from agent.runtime import IdentityErrorReason, IdentitySource
 from tests.support.agentfixture import AgentNode, lines, make_node, running, sample, wait_until
 from tests.support.bundles import bundle_path, containerd_annotations, write_bundle
 from tests.support.podfactory import container, container_id, make_pod
@@ -69,8 +69,13 @@ def test_container_is_pinned_from_its_bundle_before_its_status(tmp_path: Path, d
         write_bundle(node.runtime_root, _rid(web, "app"), containerd_annotations(web["metadata"]["uid"], "app"))
         path = _appear(node, web, _rid(web, "app"))
         wait_until(lambda: node.read(path) == "1,17", what="the container's own slice")
-        wait_until(lambda: sample(agent, "podpin_container_pins_total", source="bundle"), what="the pin counted")
-        pins = [sample(agent, "podpin_container_pins_total", source=s) for s in ("bundle", "status")]
+        wait_until(
+            lambda: sample(agent, "podpin_container_pins_total", source=IdentitySource.BUNDLE), what="the pin counted"
+        )
+        pins = [
+            sample(agent, "podpin_container_pins_total", source=s)
+            for s in (IdentitySource.BUNDLE, IdentitySource.STATUS)
+        ]
     applied = lines(logs, "cgroup.applied", path=str(path))
     assert (["1,17"], "container", [1.0, 0.0]) == (_applied(logs, path), applied[0]["cgroup_level"], pins)
 
@@ -123,7 +128,10 @@ def test_bundle_written_after_the_cgroup_is_read_again(tmp_path: Path) -> None:
         wait_until(lambda: node.read(path) == "0,2-16,18-31", what="the interim set first")
         write_bundle(node.runtime_root, rid, containerd_annotations(web["metadata"]["uid"], "app"))
         wait_until(lambda: node.read(path) == "1,17", timeout=3.0, what="the slice after a re-read")
-        assert 1.0 == sample(agent, "podpin_container_pins_total", source="bundle")
+        wait_until(
+            lambda: sample(agent, "podpin_container_pins_total", source=IdentitySource.BUNDLE), what="the pin counted"
+        )
+        assert 1.0 == sample(agent, "podpin_container_pins_total", source=IdentitySource.BUNDLE)
 
 
 def test_without_runtime_state_the_status_names_the_container(tmp_path: Path) -> None:
@@ -143,7 +151,9 @@ def test_without_runtime_state_the_status_names_the_container(tmp_path: Path) ->
         wait_until(lambda: node.read(path) == "0,2-16,18-31", what="the interim set")
         node.write_manifest(running_web)
         wait_until(lambda: node.read(path) == "1,17", what="the slice once the status names it")
-        wait_until(lambda: sample(agent, "podpin_container_pins_total", source="status"), what="the pin counted")
+        wait_until(
+            lambda: sample(agent, "podpin_container_pins_total", source=IdentitySource.STATUS), what="the pin counted"
+        )
     unavailable = [e["directory"] for e in lines(logs, "runtime.bundles_unavailable")]
     assert [str(node.runtime_root / "run/containerd/io.containerd.runtime.v2.task/k8s.io")] == unavailable
 
