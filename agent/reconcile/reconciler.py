@@ -498,8 +498,8 @@ class Reconciler:
             if record.result == "ok" and record.phase != "widen" and record.path not in failed:
                 self._applied[(record.path, record.file)] = record.new
         for path, file in report.unchanged:
-            if path not in failed:
-                self._applied.setdefault((path, file), self._current(path, file))
+            if path not in failed and (path, file) not in self._applied:  # read only what is not known yet
+                self._applied[(path, file)] = self._current(path, file)
 
     def _current(self, path: Path, file: str) -> str:
         try:
