@@ -47,13 +47,31 @@ from agent.alloc import (
 )
 from agent.cgroups.watch import WatchMode
 from agent.cpuset import CPUSet, CPUSetError
+from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
+from agent.podresources import DEFAULT_SOCKET
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
 
-__all__ = ["CONFIG_KEYS", "AgentConfig", "ConfigError", "ConfigKey", "config_from_mapping", "load_config"]
+__all__ = [
+    "CONFIG_KEYS",
+    "AgentConfig",
+    "ConfigError",
+    "ConfigKey",
+    "NRTSettings",
+    "config_from_mapping",
+    "load_config",
+]
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NRTSettings:
+    """``nrt``: whether the node's NodeResourceTopology is published, and at most how often (seconds)."""
+
+    enabled: bool
+    min_interval: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +99,9 @@ class AgentConfig:
     log_format: str
     cgroup_watch: WatchMode
     runtime_root: Path
+    pod_resources_socket: Path
+    nrt: NRTSettings
+    nri: NRIConfig
 
 
 Parser = Callable[[str, Any], Any]
@@ -262,6 +283,30 @@ def _reserved_memory(key: str, value: Any) -> tuple[ReservedMemory, ...]:
     return tuple(entries)
 
 
+#: ``nrt``'s keys and defaults: the table's default for ``nrt``, and what a map that leaves a key out gets.
+_NRT_DEFAULT = MappingProxyType({"enabled": False, "minInterval": "5s"})
+
+
+def _nrt(key: str, value: Any) -> NRTSettings:
+    given = _map(key, value)
+    unknown = sorted(set(given) - set(_NRT_DEFAULT))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {', '.join(_NRT_DEFAULT)})")
+    merged = {**_NRT_DEFAULT, **given}
+    interval = _duration(f"{key}.minInterval", merged["minInterval"])
+    if interval < timedelta(0):
+        raise ConfigError(f"{key}.minInterval: {merged['minInterval']!r} must not be negative")
+    return NRTSettings(enabled=_bool(f"{key}.enabled", merged["enabled"]), min_interval=interval.total_seconds())
+
+
+def _nri(_key: str, value: Any) -> NRIConfig:
+    """The ``nri`` section (its own keys and defaults are ``agent.nri.config``'s; errors name ``nri.<key>``)."""
+    try:
+        return nri_config_from_mapping(value)
+    except NRIConfigError as err:
+        raise ConfigError(str(err)) from err
+
+
 def _bind_address(key: str, value: Any) -> str:
     address = _string(key, value)
     _host, sep, port = address.rpartition(":")
@@ -404,6 +449,21 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "/",
         "where the runtimes' state is mounted (run/containerd, run/containers): container names from OCI bundles",
     ),
+    _key(
+        "podResourcesSocket",
+        "pod_resources_socket",
+        _path,
+        str(DEFAULT_SOCKET),
+        "the kubelet's PodResources API: which devices each container holds (read on nodes with devices)",
+    ),
+    _key(
+        "nrt",
+        "nrt",
+        _nrt,
+        dict(_NRT_DEFAULT),
+        "{enabled, minInterval}: publish the node's NodeResourceTopology, at most once per minInterval",
+    ),
+    _key("nri", "nri", _nri, {}, "the NRI plugin: enabled, socketPath (agent/nri/config.py)"),
 )
 
 _KNOWN = tuple(sorted(k.key for k in CONFIG_KEYS))

@@ -44,6 +44,7 @@ from agent.kube.events import EventRecorder
 from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
+from agent.nrt import nrt_publisher_for
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
@@ -147,6 +148,7 @@ class Agent:
             bundles=BundleReader(self.config.runtime_root),
         )
         self.source = self._source(api)
+        self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)
         watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
         try:
@@ -347,6 +349,8 @@ class Agent:
                 continue
             if self.reconciler.run_pass(None if self.options.once else self.work_waiting):
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
+                if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
+                    self.nrt.offer(self.reconciler.snapshot.state, self.reconciler.snapshot.topology)
                 if self.options.once:
                     if self.reconciler.blocked is not None:
                         self.failure = self.reconciler.blocked

@@ -12,6 +12,11 @@ figure includes the periodic resyncs.
 
 Goals (``docs/design.md``, "Performance goals"): RSS <= 60 MiB, CPU <= 1% of one core at rest.
 
+``--nrt`` turns on the NodeResourceTopology export (``nrt.enabled``; the
+emulator serves the CRD and the Node); ``--devices`` also makes the Node
+advertise GPUs and serves the kubelet's PodResources API on a unix socket
+(the project's emulator), so the agent loads gRPC to read the devices.
+
 The interpreter matters for the RSS: the test virtualenv also holds
 ``kubernetes-validate``, which the Kubernetes client imports when present (with
 pydantic and jsonschema). Measure the shipped footprint with a runtime-only
@@ -20,12 +25,13 @@ environment::
     python3 -m venv /tmp/podpin-rt && /tmp/podpin-rt/bin/pip install -q .
     scripts/bench_agent.py --python /tmp/podpin-rt/bin/python
 
-Usage: ``scripts/bench_agent.py [--seconds 60] [--python PATH] [--json]``.
+Usage: ``scripts/bench_agent.py [--seconds 60] [--python PATH] [--nrt [--devices]] [--json]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -36,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 # The test helpers (tests/support) are not part of the installed package: read them from the checkout.
@@ -87,11 +94,25 @@ def pods() -> list[dict[str, Any]]:
     return mesh + caches + web
 
 
-def measure(seconds: float, python: str) -> dict[str, Any]:
+def measure(seconds: float, python: str, *, nrt: bool = False, devices: bool = False) -> dict[str, Any]:
     """Start the agent, wait until it is ready, sample it for ``seconds``; the figures."""
-    with tempfile.TemporaryDirectory(prefix="podpin-bench-agent-") as tmp, ApiServerEmulator() as emulator:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="podpin-bench-agent-"))
+        emulator = stack.enter_context(ApiServerEmulator())
         node = make_node(Path(tmp), machine="intel-spr-2s-snc2")
         node.write_config(reconcilePeriod="10s", logLevel="info")
+        if nrt:
+            emulator.objects.register_crd(
+                yaml.safe_load((REPO / "deploy/crds/noderesourcetopologies.yaml").read_text())
+            )
+            emulator.objects.add_node("node-1", capacity={"nvidia.com/gpu": "2"} if devices else {})
+            node.write_config(nrt={"enabled": True})
+        if devices:
+            from tests.support.podresources_emulator import PodResourcesEmulator
+
+            kubelet = stack.enter_context(PodResourcesEmulator(Path(tmp)))
+            kubelet.set_allocatable([("nvidia.com/gpu", ("gpu-0",), (0,)), ("nvidia.com/gpu", ("gpu-1",), (2,))])
+            node.write_config(podResourcesSocket=str(kubelet.socket))
         for pod in pods():
             node.add_pod(pod, manifest=False)
             emulator.add_pod(pod)
@@ -113,11 +134,18 @@ def measure(seconds: float, python: str) -> dict[str, Any]:
             end_cpu, end = proc.cpu_times(), time.monotonic()
             _, state = fetch(spawned.base_url + "/state")
             admitted = len(json.loads(state)["state"]["pods"])
+            published = emulator.objects.custom("topology.node.k8s.io", "noderesourcetopologies", "node-1")
         finally:
             process.terminate()
             spawned.finish(15)
     cpu = (end_cpu.user + end_cpu.system - start_cpu.user - start_cpu.system) / (end - start) * 100
     return {
+        "nrt": nrt,
+        "devices": devices,
+        "nrt_published": published is not None,
+        "nrt_device_resources": sorted(
+            {r["name"] for z in (published or {}).get("zones", []) for r in z["resources"] if "/" in r["name"]}
+        ),
         "pods": 110,
         "admitted": admitted,
         "seconds": round(end - start, 1),
@@ -135,12 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=60.0, help="sampling window (default: %(default)s)")
     parser.add_argument("--python", default=str(Path(sys.executable)), help="interpreter that runs the agent")
+    parser.add_argument("--nrt", action="store_true", help="enable the NodeResourceTopology export")
+    parser.add_argument("--devices", action="store_true", help="with --nrt: a node with GPUs and a PodResources socket")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
-    result = measure(args.seconds, args.python)
+    if args.devices and not args.nrt:
+        parser.error("--devices needs --nrt")
+    result = measure(args.seconds, args.python, nrt=args.nrt, devices=args.devices)
     if args.json:
         print(json.dumps(result))
         return 0
+    if args.nrt:
+        print(f"NodeResourceTopology published: {result['nrt_published']}, devices: {result['nrt_device_resources']}")
     print(
         f"podpin run, {result['admitted']}/{result['pods']} pods admitted, ready after {result['ready_seconds']} s, "
         f"sampled {result['seconds']} s ({result['python']})"

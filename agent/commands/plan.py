@@ -6,13 +6,20 @@ agent runs, with the agent's configuration. Rejections are normal outcomes and
 are printed with the kubelet's reason and message; a file or pod that cannot be
 read is reported on stderr, the other pods are still planned, and the exit
 status is 1. Bad configuration or topology: one line on stderr, exit 2.
+
+``--output nrt`` prints, instead of the plan, the NodeResourceTopology object
+the node would publish after these pods (``agent.nrt``), named after
+``nodeName`` (else this host's name) and without the ownerReference, which
+needs the Node's uid.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +33,16 @@ from agent.render.plan_text import render_plan_text
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import TopologyError
 
-__all__ = ["register", "run", "read_pods"]
+__all__ = ["PlanOutput", "register", "run", "read_pods"]
+
+
+class PlanOutput(StrEnum):
+    """``--output``: the plan as text (with a CPU map) or JSON, or the node's NodeResourceTopology."""
+
+    TEXT = "text"
+    JSON = "json"
+    NRT = "nrt"
+
 
 #: Without a configuration, plan as a kubelet with this reservation would (the static policy needs one).
 _DEFAULT_RESERVATION = "systemReserved cpu=1 (the static policy needs a CPU reservation)"
@@ -57,7 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="agent configuration (default: the defaults with systemReserved cpu=1)",
     )
     parser.add_argument(
-        "--output", choices=("text", "json"), default="text", help="output format (default: %(default)s)"
+        "--output",
+        choices=[output.value for output in PlanOutput],
+        default=PlanOutput.TEXT.value,
+        help="the plan as text or json, or nrt: the NodeResourceTopology the node would publish (default: %(default)s)",
     )
     parser.add_argument("pods", nargs="+", type=Path, metavar="POD.yaml", help="pod manifests, admitted in this order")
     parser.set_defaults(func=run)
@@ -109,7 +128,17 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         where = problem["file"] + (f": pod {problem['pod']}" if problem["pod"] else "")
         print(f"podpin plan: {where}: {problem['error']}", file=sys.stderr)
-    if args.output == "json":
+    if args.output == PlanOutput.NRT:
+        from agent.nrt import attributes_of, node_resource_topology, occupancy_of
+
+        obj = node_resource_topology(
+            node_name=config.node_name or socket.gethostname(),
+            topology=topology,
+            occupancy=occupancy_of(topology, config.planner, planner.snapshot()),
+            attributes=attributes_of(config.planner),
+        )
+        sys.stdout.write(json.dumps(obj, indent=2) + "\n")
+    elif args.output == PlanOutput.JSON:
         document = plan_to_dict(plan)
         if problems:
             document["errors"] = problems

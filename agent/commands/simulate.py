@@ -35,7 +35,7 @@ from agent.sim.machines import example_machine
 from agent.sim.plot import PlotError, render_png
 from agent.sim.presets import PRESETS, preset
 from agent.sim.report import render_text, simulation_to_dict
-from agent.sim.scheduler import SCHEDULERS
+from agent.sim.scheduler import SCHEDULERS, SchedulerName
 from agent.topology.load import load_topology
 from agent.topology.model import Topology, TopologyError
 
@@ -80,7 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="text or json (stdout unless FILE is given), or png FILE (default: text)",
     )
     parser.add_argument(
-        "--scheduler", choices=SCHEDULERS, default="first-fit", help="node choice (default: %(default)s)"
+        "--scheduler",
+        choices=[name.value for name in SCHEDULERS],
+        default=SchedulerName.FIRST_FIT.value,
+        help="node choice (default: %(default)s)",
     )
     parser.add_argument(
         "--policy", choices=POLICIES, default="best-effort", help="topologyManagerPolicy (default: %(default)s)"
@@ -152,7 +155,13 @@ def run(args: argparse.Namespace) -> int:
         show = bool(args.progress) or sys.stderr.isatty()
         with _progress(2 * workload.pod_count, show) as on_pod:
             sim = simulate(
-                topology, config, workload, nodes=args.nodes, scheduler=args.scheduler, seed=args.seed, on_pod=on_pod
+                topology,
+                config,
+                workload,
+                nodes=args.nodes,
+                scheduler=SchedulerName(args.scheduler),
+                seed=args.seed,
+                on_pod=on_pod,
             )
         if output == "png":
             document = render_png(sim)

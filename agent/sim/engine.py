@@ -20,18 +20,60 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
-from agent.alloc import Planner
+from agent.alloc import Planner, PlannerConfig
 from agent.config import AgentConfig
+from agent.nrt import attributes_of, node_resource_topology, occupancy_of
 from agent.pods.model import PodView, pod_from_dict
 from agent.sim.derive import MODELS, Model, pod_manifest, pod_name
 from agent.sim.measure import ModelResult, measure, pinned_request
+from agent.sim.numa_aware import nrt_filter, nrt_score
 from agent.sim.records import UNSCHEDULABLE, NodeResult, PodOutcome, Replay
-from agent.sim.scheduler import Scheduler, SchedulerName, node_allocatable, pod_requests
+from agent.sim.scheduler import Requests, Scheduler, SchedulerName, node_allocatable, pod_requests
 from agent.sim.workload import Workload, arrivals
 from agent.topology.model import Topology
 
 __all__ = ["Simulation", "replay", "simulate"]
+
+
+class _Topologies:
+    """Each node's NodeResourceTopology, recomputed only after that node's state changed."""
+
+    def __init__(self, topology: Topology, config: PlannerConfig, planners: list[Planner]) -> None:
+        self.topology = topology
+        self.config = config
+        self.planners = planners
+        self.attributes = attributes_of(config)
+        self._cache: dict[int, tuple[object, dict[str, Any]]] = {}
+
+    def of(self, node: int) -> dict[str, Any]:
+        state = self.planners[node].snapshot()
+        cached = self._cache.get(node)
+        if cached is None or cached[0] is not state:
+            obj = node_resource_topology(
+                node_name=f"node-{node}",
+                topology=self.topology,
+                occupancy=occupancy_of(self.topology, self.config, state),
+                attributes=self.attributes,
+            )
+            cached = self._cache[node] = (state, obj)
+        return cached[1]
+
+
+def _numa_aware_pick(placer: Scheduler, nrts: _Topologies, pod: PodView, requests: Requests) -> int | None:
+    """``NodeResourcesFit`` and NodeResourceTopologyMatch filters, their two scores summed; ties to the lowest node."""
+    best: tuple[int, int] | None = None
+    for node in range(len(nrts.planners)):
+        if not placer.fits(node, requests):
+            continue
+        obj = nrts.of(node)
+        if not nrt_filter(pod, obj):
+            continue
+        score = nrt_score(pod, obj) + placer.least_allocated(node, requests)
+        if best is None or score > best[0]:
+            best = (score, node)
+    return None if best is None else best[1]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,7 +106,7 @@ def replay(
     model: Model,
     *,
     nodes: int,
-    scheduler: SchedulerName = "first-fit",
+    scheduler: SchedulerName = SchedulerName.FIRST_FIT,
     seed: int | None = None,
     on_pod: Callable[[], None] | None = None,
 ) -> Replay:
@@ -77,13 +119,14 @@ def replay(
     planners = [Planner(topology, config.planner) for _ in range(nodes)]
     placer = Scheduler(nodes, node_allocatable(topology, config), scheduler)
     placed: list[list[PodView]] = [[] for _ in range(nodes)]
+    nrts = _Topologies(topology, config.planner, planners) if scheduler == SchedulerName.NUMA_AWARE else None
     outcomes: list[PodOutcome] = []
     pinned = {t.name: pinned_request(pod_from_dict(pod_manifest(t, model, 0))) for t in workload.pods}
     for arrival in arrivals(workload, seed):
         template = workload.pods[arrival.template]
         pod = pod_from_dict(pod_manifest(template, model, arrival.ordinal))
         requests = pod_requests(pod)
-        node = placer.pick(requests)
+        node = placer.pick(requests) if nrts is None else _numa_aware_pick(placer, nrts, pod, requests)
         name = pod_name(template, arrival.ordinal)
         if node is None:
             outcomes.append(
@@ -114,7 +157,7 @@ def simulate(
     workload: Workload,
     *,
     nodes: int | None = None,
-    scheduler: SchedulerName = "first-fit",
+    scheduler: SchedulerName = SchedulerName.FIRST_FIT,
     seed: int | None = None,
     on_pod: Callable[[], None] | None = None,
 ) -> Simulation:
@@ -125,7 +168,8 @@ def simulate(
         config: every node's planner configuration (the same for both models).
         workload: the pods.
         nodes: how many nodes (default: the workload's).
-        scheduler: ``first-fit``, ``most-allocated`` or ``least-allocated`` (:mod:`agent.sim.scheduler`).
+        scheduler: ``first-fit``, ``most-allocated``, ``least-allocated`` (:mod:`agent.sim.scheduler`) or
+            ``numa-aware`` (:mod:`agent.sim.numa_aware`).
         seed: overrides the workload's seed.
         on_pod: called once per pod per model (2 x pods calls).
 

@@ -25,6 +25,11 @@ fragmentation this simulation measures.
   pods to a node whose planner rejects them; with ``first-fit`` and
   ``single-numa-node`` that is every later pod of the same size, as on a real
   cluster whose scheduler always prefers that node.
+* ``numa-aware`` adds scheduler-plugins' NodeResourceTopologyMatch filter and
+  score over each node's NodeResourceTopology (:mod:`agent.sim.numa_aware`);
+  the engine drives it through :meth:`Scheduler.fits` and
+  :meth:`Scheduler.least_allocated`, since it needs each node's topology
+  object, which only the engine has.
 * A pod the node's planner rejects fails there (the kubelet's admission
   error is terminal) and frees its requests again, so only admitted pods count
   against a node.
@@ -33,7 +38,7 @@ fragmentation this simulation measures.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 from agent.config import AgentConfig
 from agent.pods.model import PodView, effective_requests
@@ -41,8 +46,17 @@ from agent.topology.model import Topology
 
 __all__ = ["MAX_PODS", "SCHEDULERS", "Requests", "Scheduler", "SchedulerName", "node_allocatable", "pod_requests"]
 
-SchedulerName = Literal["first-fit", "most-allocated", "least-allocated"]
-SCHEDULERS: tuple[SchedulerName, ...] = ("first-fit", "most-allocated", "least-allocated")
+
+class SchedulerName(StrEnum):
+    """``podpin simulate --scheduler``: how a node is chosen (module docstring)."""
+
+    FIRST_FIT = "first-fit"
+    MOST_ALLOCATED = "most-allocated"
+    LEAST_ALLOCATED = "least-allocated"
+    NUMA_AWARE = "numa-aware"
+
+
+SCHEDULERS: tuple[SchedulerName, ...] = tuple(SchedulerName)
 
 MAX_PODS = 110
 """The kubelet's default ``maxPods``."""
@@ -83,7 +97,7 @@ def node_allocatable(topology: Topology, config: AgentConfig) -> Requests:
 class Scheduler:
     """Places pods on ``nodes`` identical nodes and keeps their requested totals."""
 
-    def __init__(self, nodes: int, allocatable: Requests, policy: SchedulerName = "first-fit") -> None:
+    def __init__(self, nodes: int, allocatable: Requests, policy: SchedulerName = SchedulerName.FIRST_FIT) -> None:
         """Start with every node empty.
 
         Raises:
@@ -97,6 +111,19 @@ class Scheduler:
         self.policy = policy
         self._requested = [Requests(0, 0)] * nodes
         self._pods = [0] * nodes
+
+    def fits(self, node: int, pod: Requests) -> bool:
+        """``NodeResourcesFit``: the pod's requests fit what is left of the node's allocatable."""
+        return self._fits(node, pod)
+
+    def least_allocated(self, node: int, pod: Requests) -> int:
+        """kube-scheduler's ``NodeResourcesFit`` ``LeastAllocated`` score (0-100) after placing the pod."""
+        after = self._requested[node] + pod
+        scores = []
+        for allocatable, requested in ((self.allocatable.cpu, after.cpu), (self.allocatable.memory, after.memory)):
+            if allocatable:
+                scores.append(max(0, allocatable - requested) * 100 // allocatable)
+        return sum(scores) // len(scores) if scores else 0
 
     def _fits(self, node: int, pod: Requests) -> bool:
         after = self._requested[node] + pod
@@ -114,12 +141,13 @@ class Scheduler:
     def pick(self, pod: Requests) -> int | None:
         """The node for a pod with these requests, or None when it fits no node."""
         nodes = range(len(self._pods))
-        if self.policy == "first-fit":
+        if self.policy == SchedulerName.FIRST_FIT:
             return next((node for node in nodes if self._fits(node, pod)), None)
         fitting = [node for node in nodes if self._fits(node, pod)]
         if not fitting:
             return None
-        if self.policy == "least-allocated":
+        # numa-aware without topology objects is its NodeResourcesFit part (the engine adds the rest)
+        if self.policy in (SchedulerName.LEAST_ALLOCATED, SchedulerName.NUMA_AWARE):
             return min(fitting, key=lambda node: (self._score(node, pod), node))
         return max(fitting, key=lambda node: (self._score(node, pod), -node))
 

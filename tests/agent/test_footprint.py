@@ -3,7 +3,8 @@
 The agent's budget is 60 MiB of resident memory (``docs/design.md``, "Performance goals"). Two imports would
 break it on their own: the generated ``CoreV1Api`` module (~22 MiB; podpin
 makes its three calls through ``agent.kube.api.CoreCalls``) and NumPy (~11 MiB;
-only lattices of more than 8 NUMA nodes need it).
+only lattices of more than 8 NUMA nodes need it). The gRPC client (grpclib, h2) and protobuf load only when the
+NodeResourceTopology publisher asks the kubelet's PodResources API for devices, never on import.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ pod = {"metadata": {"name": "p", "uid": "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"},
                                                            "limits": {"cpu": "2", "memory": "512Mi"}}}, {"name": "s"}]}}
 assert planner.admit(pod_from_dict(pod)).admitted
 print(json.dumps({"numpy": "numpy" in sys.modules,
-                  "core_v1_api": "kubernetes.client.api.core_v1_api" in sys.modules}))
+                  "core_v1_api": "kubernetes.client.api.core_v1_api" in sys.modules,
+                  "grpc": any(m in sys.modules for m in ("grpc", "grpclib", "h2", "google.protobuf"))}))
 """
 
 
-def test_agent_on_a_two_socket_node_loads_neither_numpy_nor_core_v1_api() -> None:
-    """Importing the agent and admitting a pod on a 2-NUMA machine loads neither heavy module."""
+def test_agent_on_a_two_socket_node_loads_neither_numpy_nor_core_v1_api_nor_grpc() -> None:
+    """Importing the agent (NRT publisher and PodResources client included) and admitting a pod on a 2-NUMA machine
+    loads none of the heavy modules."""
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(REPO / "deploy" / "examples" / "topology-2s.json")],
         capture_output=True,
@@ -41,4 +44,4 @@ def test_agent_on_a_two_socket_node_loads_neither_numpy_nor_core_v1_api() -> Non
         check=True,
         cwd=REPO,
     )
-    assert '{"numpy": false, "core_v1_api": false}' == result.stdout.strip()
+    assert '{"numpy": false, "core_v1_api": false, "grpc": false}' == result.stdout.strip()

@@ -18,6 +18,8 @@ protocol for the official client's own code paths to run:
   server; ``allowWatchBookmarks`` (BOOKMARK on :meth:`send_bookmarks` or every
   ``bookmark_interval``); ``timeoutSeconds`` ends the stream with the terminating
   chunk; one JSON object per line, one chunk per line;
+- ``GET /api/v1/nodes/{name}`` and cluster-scoped custom objects of registered
+  CRDs (create, get, replace, merge patch, schema-validated): ``cluster_objects.py``;
 - ``POST /api/v1/namespaces/{ns}/events``, ``PATCH .../events/{name}`` (JSON merge
   patch, which equals a strategic merge patch for the scalar fields of an Event),
   and ``GET`` of the Events of a namespace.
@@ -56,6 +58,7 @@ from tests.support.apiserver_http import (
     status_body,
     status_event,
 )
+from tests.support.cluster_objects import ClusterObjects, ObjectError
 
 __all__ = ["ApiServerEmulator", "RequestRecord"]
 
@@ -116,6 +119,7 @@ class ApiServerEmulator:
         self._streams: set[WatchStream] = set()
         self._bookmark_gen = 0
         self._closing = False
+        self.objects = ClusterObjects(self._cond, self._bump)
         self._server = ApiHTTPServer(self)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="apiserver-emulator", daemon=True
@@ -458,6 +462,24 @@ class ApiServerEmulator:
             self._events[(namespace, name)] = new
             self._cond.notify_all()
             return copy.deepcopy(new)
+
+    def _bump(self) -> int:
+        """The next resourceVersion (shared by every resource, as etcd's revision)."""
+        with self._cond:
+            self._rv += 1
+            return self._rv
+
+    def serve_object(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, Obj] | None:
+        parts = path.strip("/").split("/")
+        try:
+            if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4 and method == "GET":
+                return 200, self.objects.get_node(parts[3])
+            if parts[0] == "apis" and len(parts) in (4, 5):
+                name = parts[4] if len(parts) == 5 else None
+                return self.objects.serve_custom(method, parts[1], parts[2], parts[3], name, body, content_type)
+        except ObjectError as err:
+            raise HTTPError(err.status, err.message) from None
+        return None
 
     def serve_list_events(self, namespace: str) -> Obj:
         with self._cond:

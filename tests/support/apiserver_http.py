@@ -44,13 +44,17 @@ _REASONS = {
     404: "NotFound",
     409: "AlreadyExists",
     410: "Expired",
+    405: "MethodNotAllowed",
     415: "UnsupportedMediaType",
+    422: "Invalid",
     429: "TooManyRequests",
     500: "InternalError",
     503: "ServiceUnavailable",
 }
 _PODS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events(?:/(?P<name>[^/]+))?$")
+_NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
+_CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,6 +180,9 @@ class Backend(Protocol):
     def serve_list_events(self, namespace: str) -> Obj:
         """An EventList of a namespace."""
 
+    def serve_object(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, Obj] | None:
+        """A Node or cluster-scoped custom object request: (status, body), or None when the path is neither."""
+
 
 class ApiHTTPServer(ThreadingHTTPServer):
     """A threaded HTTP/1.1 server on 127.0.0.1 (ephemeral port) answering for a :class:`Backend`."""
@@ -279,6 +286,10 @@ class _Handler(BaseHTTPRequestHandler):
                 body, status = backend.serve_patch_event(events.group("ns"), events.group("name"), _json(raw)), 200
             elif events and method == "GET" and events.group("name") is None:
                 body, status = backend.serve_list_events(events.group("ns")), 200
+            elif (_NODE.match(url.path) or _CUSTOM.match(url.path)) and (
+                answer := backend.serve_object(method, url.path, _json(raw), self.headers.get("Content-Type") or "")
+            ):
+                status, body = answer
             else:
                 raise HTTPError(404, f"the server could not find the requested resource ({method} {url.path})")
         except HTTPError as err:

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from agent.alloc import PlannerConfig, PlannerError, TopologyManagerScope
-from agent.config import CONFIG_KEYS, AgentConfig, ConfigError, config_from_mapping, load_config
+from agent.config import CONFIG_KEYS, AgentConfig, ConfigError, NRTSettings, config_from_mapping, load_config
 from agent.cpuset import CPUSet
+from agent.nri import NRIConfig
 from tests.support.paths import REPO
 
 BASE: dict[str, Any] = {"systemReserved": {"cpu": "1"}}
@@ -154,6 +155,7 @@ class TestDefaults:
         ({"dryRun": "yes"}, "dryRun: 'yes' is not true or false"),
         ({"cgroupWatch": "fanotify"}, "cgroupWatch: 'fanotify' is not one of auto, inotify, poll, off"),
         ({"runtimeRoot": 1}, "runtimeRoot: 1 is not a string"),
+        ({"nri": {"enabled": "yes"}}, "nri.enabled: 'yes' is not true or false"),
         ({"metricsBindAddress": "9363"}, "metricsBindAddress: '9363' is not HOST:PORT"),
         ({"kubeReserved": ["cpu"]}, "kubeReserved: ['cpu'] is not a map"),
         ({"evictionHard": {"memory.avail": "1Gi"}}, "evictionHard.memory.avail: unknown eviction signal"),
@@ -251,7 +253,17 @@ def test_contract_keys() -> None:
         "logFormat",
         "cgroupWatch",
         "runtimeRoot",
+        "nrt",
+        "podResourcesSocket",
+        "nri",
     } == {entry.key for entry in CONFIG_KEYS}
+
+
+def test_nri_section_reaches_the_agent_config() -> None:
+    """The nri section is read by the NRI package's parser into AgentConfig.nri; absent, it is the defaults."""
+    expected = (NRIConfig(), NRIConfig(enabled=False, socket_path=Path("/run/containerd/nri.sock")))
+    given = cfg(nri={"enabled": False, "socketPath": "/run/containerd/nri.sock"})
+    assert expected == (cfg().nri, given.nri)
 
 
 class TestKeyTable:
@@ -304,3 +316,39 @@ class TestPlannerConfig:
         """A plain string naming a known scope is accepted and stored as the enum member."""
         planner = dataclasses.replace(cfg().planner, topology_manager_scope="container")
         assert TopologyManagerScope.CONTAINER is planner.topology_manager_scope
+
+
+class TestNRTKeys:
+    def test_defaults(self) -> None:
+        """NRT export is off, at most every 5 s when on; the kubelet's default PodResources socket."""
+        config = cfg()
+        assert (NRTSettings(enabled=False, min_interval=5.0), Path("/var/lib/kubelet/pod-resources/kubelet.sock")) == (
+            config.nrt,
+            config.pod_resources_socket,
+        )
+
+    def test_values(self) -> None:
+        """Both keys are read; a map that leaves a key of nrt out gets that key's default."""
+        config = cfg(nrt={"enabled": True, "minInterval": "1m"}, podResourcesSocket="/k.sock")
+        assert (NRTSettings(enabled=True, min_interval=60.0), Path("/k.sock")) == (
+            config.nrt,
+            config.pod_resources_socket,
+        )
+        assert NRTSettings(enabled=True, min_interval=5.0) == cfg(nrt={"enabled": True}).nrt
+
+    @pytest.mark.parametrize(
+        ("value", "message"),
+        [
+            ({"nrt": True}, "nrt: True is not a map"),
+            ({"nrt": {"enable": True}}, "nrt.enable: unknown key (known: enabled, minInterval)"),
+            ({"nrt": {"enabled": "yes"}}, "nrt.enabled: 'yes' is not true or false"),
+            ({"nrt": {"minInterval": "soon"}}, "nrt.minInterval: 'soon' is not a duration such as \"10s\""),
+            ({"nrt": {"minInterval": "-1s"}}, "nrt.minInterval: '-1s' must not be negative"),
+            ({"podResourcesSocket": 5}, "podResourcesSocket: 5 is not a string"),
+        ],
+    )
+    def test_bad_values_name_the_key(self, value: dict[str, Any], message: str) -> None:
+        """A bad value stops the agent with the key named."""
+        with pytest.raises(ConfigError) as caught:
+            cfg(**value)
+        assert str(caught.value).startswith(message)

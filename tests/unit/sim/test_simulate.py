@@ -293,7 +293,10 @@ class TestWorkloadFiles:
 # -- scheduler -------------------------------------------------------------------------------------
 class TestScheduler:
     def test_node_choice(self) -> None:
-        """first-fit takes the lowest node that fits, most-allocated the fullest, least-allocated the emptiest."""
+        """first-fit takes the lowest node that fits, most-allocated the fullest, least-allocated the emptiest.
+
+        numa-aware without topology objects (the engine supplies them) is its NodeResourcesFit part: the emptiest.
+        """
         picks = {}
         for policy in SCHEDULERS:
             placer = Scheduler(3, Requests(10_000, 0), policy)
@@ -301,7 +304,7 @@ class TestScheduler:
             placer.bind(1, Requests(7_000, 0))
             placer.bind(2, Requests(2_000, 0))
             picks[policy] = placer.pick(Requests(2_000, 0))
-        assert {"first-fit": 0, "most-allocated": 1, "least-allocated": 2} == picks
+        assert {"first-fit": 0, "most-allocated": 1, "least-allocated": 2, "numa-aware": 2} == picks
 
     def test_unschedulable_and_max_pods(self) -> None:
         """A pod larger than what is left fits no node, and no node takes more than 110 pods."""

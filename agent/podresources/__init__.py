@@ -1,0 +1,40 @@
+"""Devices per container from the kubelet's PodResources API, as pure values.
+
+Today the NodeResourceTopology export (:mod:`agent.nrt`) reads these facts;
+:class:`DeviceAssignments` is also what a device hint provider in the topology
+manager merge (the kubelet's device manager is its third) will read. Public API:
+
+* :class:`DeviceGroup`, :class:`ContainerKey`, :class:`DeviceAssignments`,
+  :class:`AllocatableDevices` — the values (:mod:`.model`);
+* :func:`assignments_from_list`, :func:`assignments_from_pod`,
+  :func:`allocatable_from_response` — pure translation of the kubelet's
+  answers (:mod:`.translate`);
+* :func:`parse_devices`, :func:`load_devices`, :class:`DevicesFileError` — the
+  ``podpin plan --devices FILE`` format (:mod:`.devices_file`);
+* :class:`PodResourcesClient`, :class:`PodResourcesError` (its :class:`ErrorKind`),
+  :data:`DEFAULT_SOCKET` — the gRPC client (:mod:`.client`), which loads gRPC only on its first call.
+
+Importing this package does not import gRPC or protobuf.
+"""
+
+from agent.podresources.client import DEFAULT_SOCKET, ErrorKind, PodResourcesClient, PodResourcesError
+from agent.podresources.devices_file import DevicesFileError, load_devices, parse_devices
+from agent.podresources.model import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup
+from agent.podresources.translate import allocatable_from_response, assignments_from_list, assignments_from_pod
+
+__all__ = [
+    "DEFAULT_SOCKET",
+    "AllocatableDevices",
+    "ContainerKey",
+    "DeviceAssignments",
+    "DeviceGroup",
+    "DevicesFileError",
+    "ErrorKind",
+    "PodResourcesClient",
+    "PodResourcesError",
+    "allocatable_from_response",
+    "assignments_from_list",
+    "assignments_from_pod",
+    "load_devices",
+    "parse_devices",
+]

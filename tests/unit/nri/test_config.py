@@ -1,0 +1,42 @@
+"""The ``nri`` configuration section: defaults and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
+
+
+def test_defaults() -> None:
+    """Without a section, NRI is on and the socket is containerd's and CRI-O's default."""
+    assert NRIConfig(enabled=True, socket_path=Path("/var/run/nri/nri.sock")) == nri_config_from_mapping(None)
+    assert nri_config_from_mapping(None) == nri_config_from_mapping({})
+
+
+def test_values_are_taken() -> None:
+    """Both keys are read."""
+    expected = NRIConfig(enabled=False, socket_path=Path("/run/nri/other.sock"))
+    assert expected == nri_config_from_mapping({"enabled": False, "socketPath": "/run/nri/other.sock"})
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([], "nri: [] is not a map with the keys enabled, socketPath"),
+        ({"socketpath": "/x"}, "nri.socketpath: unknown key (known keys: enabled, socketPath)"),
+        ({"enabled": "yes"}, "nri.enabled: 'yes' is not true or false"),
+        ({"socketPath": 7}, "nri.socketPath: 7 is not a path"),
+        ({"socketPath": "run/nri.sock"}, "nri.socketPath: 'run/nri.sock' is not an absolute path"),
+        (
+            {"socketPath": "/" + "x" * 120},
+            f"nri.socketPath: {'/' + 'x' * 120!r} is not usable as a unix socket path (at most 107 bytes)",
+        ),
+    ],
+)
+def test_bad_values_name_the_key(value: object, message: str) -> None:
+    """A bad section stops the agent with the key named."""
+    with pytest.raises(NRIConfigError) as raised:
+        nri_config_from_mapping(value)  # type: ignore[arg-type]
+    assert message == str(raised.value)
