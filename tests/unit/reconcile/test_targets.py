@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.alloc import ContainerPlan, DesiredValues, PodPlan, Pool
+from agent.alloc import ContainerPlan, DesiredValues, PodPlan, Pool, PoolReason, ReasonKind
 from agent.cgroups import CgroupValues, Runtime, ScannedContainer, ScannedPod
 from agent.cpuset import CPUSet
-from agent.pods import ContainerKind, QOSClass
+from agent.pods import ContainerKind, CPUEligibility, QOSClass
 from agent.reconcile.identity import Identity, IdentityBook
 from agent.reconcile.targets import Target, TargetLevel, pod_targets
 from agent.runtime import ContainerType, IdentitySource
@@ -29,6 +29,12 @@ def _plan() -> PodPlan:
         numa=(0,),
         container_id=None,
         desired=DesiredValues(cpuset_cpus=CPUSet.parse("1-2"), cpu_max="max 100000"),
+        reason=PoolReason(
+            kind=ReasonKind.EXCLUSIVE,
+            pool=Pool.EXCLUSIVE,
+            eligibility=CPUEligibility.WHOLE_CPUS,
+            qos=QOSClass.GUARANTEED,
+        ),
     )
     return PodPlan(
         uid=POD,
