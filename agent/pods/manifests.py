@@ -133,6 +133,8 @@ def parse_manifest(path: str, data: bytes, *, workload_replicas: int = 0) -> tup
         kind = doc.get("kind")
         if not kind:
             raise ManifestError(path, f"document {number} has no kind")
+        if not isinstance(kind, str):
+            raise ManifestError(path, f"document {number}: kind is a {type(kind).__name__}, not a string")
         if kind == "Pod":
             pods.append(doc)
         elif kind in _LIST_KINDS:
@@ -155,6 +157,10 @@ def _list_items(path: str, number: int, doc: dict[str, Any], workload_replicas: 
         kind = item.get("kind", "Pod" if doc["kind"] == "PodList" else None)
         if not kind:
             raise ManifestError(path, f"document {number}: items[{index}] has no kind")
+        if not isinstance(kind, str):
+            raise ManifestError(
+                path, f"document {number}: items[{index}]: kind is a {type(kind).__name__}, not a string"
+            )
         if kind == "Pod":
             pods.append(item)
         elif kind in WORKLOAD_KINDS and workload_replicas > 0:

@@ -48,8 +48,24 @@ def _laughs() -> bytes:
             "cannot parse: line 2, column 1003: exceeded maximum nesting depth (while increasing flow level)",
         ),
         ("big.yaml", b"#" * (MAX_MANIFEST_BYTES + 1), "larger than 1048576 bytes; not read"),
+        ("kind-list.yaml", b"kind: [null]\nmetadata: {name: k}\n", "document 1: kind is a list, not a string"),
+        (
+            "item-kind.yaml",
+            b"kind: List\nitems: [{kind: {a: 1}, metadata: {name: k}}]\n",
+            "document 1: items[0]: kind is a dict, not a string",
+        ),
     ],
-    ids=["recursive-alias", "billion-laughs", "4401-digit-int", "deep-json", "deep-yaml", "deeper-yaml", "over-1MiB"],
+    ids=[
+        "recursive-alias",
+        "billion-laughs",
+        "4401-digit-int",
+        "deep-json",
+        "deep-yaml",
+        "deeper-yaml",
+        "over-1MiB",
+        "kind-not-text",
+        "item-kind-not-text",
+    ],
 )
 def test_hostile_file_is_one_manifest_error(name: str, data: bytes, problem: str) -> None:
     """The file is refused as a whole with the problem and its place; nothing is built from it."""
