@@ -183,6 +183,7 @@ class RuntimeNode:
         self.mode: Mode | None = None
         self.agent: Background | None = None
         self.port = 0
+        self.state_port = 0
         self.runs: dict[str, PodRun] = {}
 
     # -- the runtime --------------------------------------------------------------------------
@@ -247,10 +248,11 @@ class RuntimeNode:
         path = self.config_path(mode)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         shutil.copy(path, self.workdir / "config.yaml")
-        self.port = free_port()
+        self.port, self.state_port = free_port(), free_port()
         root = mode.runtime_root if mode.runtime_root is not None else self.empty_root
         argv = podpin("run", "--config", str(path), "--pods-dir", str(self.pods_dir), "--runtime-root", str(root))
         argv += ["--metrics-bind-address", f"127.0.0.1:{self.port}"]
+        argv += ["--state-bind-address", f"127.0.0.1:{self.state_port}"]
         self.kill_agent()
         agent = Background(unprivileged(argv), log_path=self.workdir / "agent.log")
         self.agent = agent
@@ -274,12 +276,12 @@ class RuntimeNode:
         return metric_samples(body, METRICS) if status == 200 else {"status": float(status)}
 
     def state(self) -> dict[str, Any]:
-        """The agent's ``/state`` document.
+        """The agent's ``/state`` document (served on ``--state-bind-address``).
 
         Raises:
             RuntimeError: it did not answer 200.
         """
-        status, body = http_get(f"http://127.0.0.1:{self.port}/state")
+        status, body = http_get(f"http://127.0.0.1:{self.state_port}/state")
         if status != 200:
             raise RuntimeError(f"/state answered {status}: {body[:300]}")
         document: dict[str, Any] = json.loads(body)
