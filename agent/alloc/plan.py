@@ -26,7 +26,10 @@ Every container carries the *why* of its pool as a :class:`PoolReason` (a
 limits, its :class:`~agent.pods.CPUEligibility`, the pod's QoS, the rejection);
 ``agent/render/reasons.py`` is the one place that words it. A rejected pod
 carries :class:`RequestFacts`: its whole request and what was free per NUMA
-node when it was refused, to be shown next to the kubelet's message.
+node when it was refused, to be shown next to the kubelet's message. A
+container names the devices it holds when the pod was admitted with them
+(:class:`~agent.alloc.devices.DeviceGroup`), so a plan can say whether its CPUs
+sit on its devices' NUMA nodes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent.alloc.devices import DeviceGroup
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, CPUEligibility, QOSClass
 
@@ -188,6 +192,12 @@ class ContainerPlan:
     container_id: str | None
     desired: DesiredValues
     reason: PoolReason
+    devices: tuple[DeviceGroup, ...] = ()
+
+    @property
+    def device_numa(self) -> tuple[int, ...]:
+        """The NUMA nodes of the container's devices, ascending (empty: no device, or none reports one)."""
+        return tuple(sorted({node for group in self.devices for node in group.numa}))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
