@@ -113,6 +113,7 @@ class AgentConfig:
     log_level: str
     log_format: str
     cgroup_watch: WatchMode
+    runtime_root: Path
     pod_resources_socket: Path
     nrt: NRTSettings
     nri: NRIConfig
@@ -473,6 +474,13 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _choice(WatchMode),
         "auto",
         "how new cgroups are noticed: inotify, poll, auto (inotify, else polling) or off (only the resync)",
+    ),
+    _key(
+        "runtimeRoot",
+        "runtime_root",
+        _path,
+        "/",
+        "where the runtimes' state is mounted (run/containerd, run/containers): container names from OCI bundles",
     ),
     _key(
         "podResourcesSocket",

@@ -34,6 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignment_type
 from agent.cpuset import CPUSet
+from agent.runtime.vocabulary import IdentityErrorReason, IdentitySource
 from agent.topology.model import Topology
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "EVENT_RESULTS",
     "SET_ASIDE_REASONS",
     "HTTP_DROP_REASONS",
+    "IDENTITY_SOURCES",
+    "IDENTITY_ERROR_REASONS",
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
@@ -69,6 +72,10 @@ ADMISSION_ERROR_REASONS = (
 EVENT_TYPES = ("Normal", "Warning")
 #: What happened to a recorded Event (``agent.kube.events.EventOutcome``).
 EVENT_RESULTS = ("posted", "patched", "failed", "dropped")
+#: How a new container was named (``podpin_container_pins_total{source}``).
+IDENTITY_SOURCES = tuple(IdentitySource)
+#: Why a runtime bundle named no container (``podpin_runtime_identity_errors_total{reason}``).
+IDENTITY_ERROR_REASONS = tuple(IdentityErrorReason)
 
 #: Why a checkpoint was set aside at start (``podpin_checkpoints_set_aside_total{reason}``).
 SET_ASIDE_REASONS = ("corrupt", "invalid")
@@ -284,6 +291,8 @@ class AgentMetrics:
             (``corrupt``: unreadable or unparseable; ``invalid``: does not fit this machine or configuration).
         http_dropped: HTTP connections closed without an answer, by ``reason`` (``capacity``: the oldest
             idle one, for a newer client; ``deadline``: too slow; ``too_large``: a request head over the limit).
+        container_pins: new container cgroups pinned to their planned set, by the ``source`` that named them.
+        runtime_identity_errors: container bundles that could not name their container, by ``reason``.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -332,6 +341,17 @@ class AgentMetrics:
             "kubelet_pinning", "1 when the kubelet's CPU manager pins CPUs itself (podpin does not write), else 0."
         )
         self.malformed_pods = counter("malformed_pods", "Pods that could not be read, by reason.", "reason")
+        self.container_pins = counter(
+            "container_pins",
+            "New container cgroups pinned to their planned set, by how the container was named "
+            "(nri, bundle: the runtime said; status: the pod status did).",
+            "source",
+        )
+        self.runtime_identity_errors = counter(
+            "runtime_identity_errors",
+            "Container bundles that could not name their container (or named another pod), by reason.",
+            "reason",
+        )
         self.source_errors = counter("source_errors", "Failures of the pod source.")
         self.checkpoint_write_errors = counter(
             "checkpoint_write_errors", "Failed checkpoint saves, by errno name (retried on every pass).", "errno"
@@ -348,6 +368,10 @@ class AgentMetrics:
         # Closed label sets start at 0, so rate() and alerts work before the first occurrence.
         for reason in ADMISSION_ERROR_REASONS:
             self.admission_errors.labels(reason=reason)
+        for source in IDENTITY_SOURCES:
+            self.container_pins.labels(source=source)
+        for reason in IDENTITY_ERROR_REASONS:
+            self.runtime_identity_errors.labels(reason=reason)
         for event_type in EVENT_TYPES:
             for result in EVENT_RESULTS:
                 self.events.labels(type=event_type, result=result)

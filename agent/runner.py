@@ -12,12 +12,15 @@ metrics and probes; ``/state`` only when ``stateBindAddress`` is set).
 The loop is single-threaded: sources, the cgroup watcher and the signal handler
 only put items on a queue; the loop drains it, runs a reconcile pass, and every
 ``reconcilePeriod`` forces a full pass (drift repair, usage sampling, CPU
-hotplug check). ``--once`` runs one full pass after the first pod list and
-exits (status 2 when no pod list arrives within three reconcile periods, an
-API server that cannot be reached). SIGTERM and SIGINT stop everything within a
-few seconds. While it runs (dry runs aside) the agent holds the node's lock in
-its state directory (``agent/agent_lock.py``): a second agent, or a
-``podpin reset``, is refused until it stops.
+hotplug check). A full pass yields to queued work between its steps
+(:meth:`Agent.work_waiting`); the loop then handles the queue, runs a pass
+for it, and continues the full pass where it stopped. ``--once`` runs one full
+pass after the first pod list and exits (status 2 when no pod list arrives
+within three reconcile periods, an API server that cannot be reached). SIGTERM
+and SIGINT stop everything within a few seconds. While it runs (dry runs aside)
+the agent holds the node's lock in its state directory
+(``agent/agent_lock.py``): a second agent, or a ``podpin reset``, is refused
+until it stops.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
+from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError, StateServer
 from agent.state_store import DiskOps, StateStore
 from agent.topology.load import load_topology
@@ -74,6 +78,7 @@ class RunOptions:
     state_dir: Path | None = None
     metrics_bind_address: str | None = None
     state_bind_address: str | None = None
+    runtime_root: Path | None = None
     dry_run: bool = False
     once: bool = False
 
@@ -92,6 +97,8 @@ def _configure(options: RunOptions) -> AgentConfig:
         overrides["metrics_bind_address"] = options.metrics_bind_address
     if options.state_bind_address is not None:
         overrides["state_bind_address"] = options.state_bind_address or None
+    if options.runtime_root is not None:
+        overrides["runtime_root"] = options.runtime_root
     if options.dry_run:
         overrides["dry_run"] = True
     config = replace(config, **overrides)
@@ -152,6 +159,7 @@ class Agent:
             kubelet=lambda: read_kubelet_cpu_policy(self.config.kubelet_cpu_manager_state_path),
             dry_run=self.config.dry_run,
             rebuild=rebuild,
+            bundles=BundleReader(self.config.runtime_root),
         )
         self.source = self._source(api)
         self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)
@@ -271,6 +279,8 @@ class Agent:
             return False, self.reconciler.blocked
         if self.reconciler.passes == 0:
             return False, self._ready_reason
+        if self.reconciler.sweeps == 0:
+            return False, "starting: the first full pass is not finished"
         failure = self.store.failure
         if failure is not None and not self.config.dry_run:
             return False, (
@@ -350,6 +360,7 @@ class Agent:
             "agent.started",
             dry_run=self.config.dry_run,
             cgroup_root=str(self.config.cgroup_root),
+            runtime_root=str(self.config.runtime_root),
             driver=str(self.layout.driver),
             watcher=self.watcher.mode if self.config.cgroup_watch != WatchMode.OFF else WatchMode.OFF,
             online=str(self.topology.online_cpus),
@@ -372,7 +383,10 @@ class Agent:
             if self.options.once and self.reconciler.passes == 0 and time.monotonic() - started > 3 * period:
                 self.failure = f"no pod list from the pod source within {3 * period:g}s (3 x reconcilePeriod)"
                 return 2
-            timeout = max(0.0, min(1.0, next_resync - time.monotonic()))
+            recheck_at = self.reconciler.next_recheck()  # a container bundle to read again soon
+            wake = next_resync if recheck_at is None else min(next_resync, recheck_at)
+            # A full pass left unfinished for targeted work: look at the queue, do not wait on it.
+            timeout = 0.0 if self.reconciler.sweeping else max(0.0, min(1.0, wake - time.monotonic()))
             try:
                 item = self._queue.get(timeout=timeout)
             except queue.Empty:
@@ -386,13 +400,16 @@ class Agent:
                     except queue.Empty:
                         break
             now = time.monotonic()
+            rechecked = self.reconciler.recheck(now)
             if now >= next_resync:
                 next_resync = now + period
                 self._check_cpus()
                 self.reconciler.request_full()
-            elif item is None or item[0] == "stop":
+            elif (item is None or item[0] == "stop") and not rechecked:
+                if not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting):
+                    self.metrics.ready.set(1 if self.ready()[0] else 0)
                 continue
-            if self.reconciler.run_pass():
+            if self.reconciler.run_pass(None if self.options.once else self.work_waiting):
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
                 if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
                     self.nrt.offer(self.reconciler.snapshot.state, self.reconciler.snapshot.topology)
@@ -402,6 +419,17 @@ class Agent:
                         return 3
                     return 0
         return 0
+
+    def work_waiting(self) -> bool:
+        """Whether targeted work waits for the loop: a queued event, a bundle re-read due, or a stop.
+
+        The reconciler asks this between the steps of a full pass and leaves the rest of the pass for later
+        when it says True (``agent/reconcile/reconciler.py``).
+        """
+        if self.stop_event.is_set() or not self._queue.empty():
+            return True
+        due = self.reconciler.next_recheck()
+        return due is not None and due <= time.monotonic()
 
     def shutdown(self) -> None:
         """Stop every thread; bounded so SIGTERM finishes within a few seconds."""

@@ -6,9 +6,13 @@ watcher on, logging JSON at info to /dev/null so rendering is paid for as in a
 cluster) over a fixture node: a sysfs tree of ``--machine``, a cgroup v2 tree of
 ``--driver`` with the kernel emulation (``cpuset.cpus.effective`` follows
 writes), both on tmpfs when /dev/shm is usable, and a pods directory holding
-``--pods`` Guaranteed pods (one container, one exclusive CPU each) whose status
-already lists the containerID. Pod cgroups exist from the start, as the kubelet
-creates them with the sandbox.
+``--pods`` Guaranteed pods (one container, one exclusive CPU each). With
+``--naming status`` (default) their status already lists the containerID; with
+``--naming bundle`` it does not, and each container's containerd bundle
+(``config.json`` with the CRI annotations, under ``--runtime-root``) is written
+just before its cgroup appears, as containerd does: the agent must name the
+container from it. Pod cgroups exist from the start, as the kubelet creates
+them with the sandbox.
 
 Then, one at a time, each pod's container cgroup appears. A real cgroup appears
 with its files in one step, so the fixture builds it under a name no runtime
@@ -51,7 +55,8 @@ sys.path.insert(0, str(REPO))
 from agent.log import configure_logging
 from agent.runner import Agent
 from tests.support.agentfixture import AgentNode, make_node, wait_until
-from tests.support.podfactory import container, make_pod
+from tests.support.bundles import containerd_annotations, write_bundle
+from tests.support.podfactory import container, container_id, make_pod
 from tests.support.sysfs_builder import scratch_dir
 
 _POLL = 0.00005
@@ -94,12 +99,12 @@ def _agent_buckets(agent: Agent) -> list[tuple[float, float]]:
     return sorted(buckets)
 
 
-def _pods(n: int) -> list[dict[str, Any]]:
+def _pods(n: int, naming: str) -> list[dict[str, Any]]:
     return [
         make_pod(
             f"svc-{i:03d}",
             containers=[container("app", cpu="1", memory="256Mi")],
-            states={"app": "running"},
+            states={"app": "running" if naming == "status" else "waiting"},
             creation_timestamp=f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
         )
         for i in range(n)
@@ -110,7 +115,7 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Build the node, run the agent, create the containers one by one; the result row."""
     node: AgentNode = make_node(base, driver=args.driver, machine=args.machine)
     node.write_config(reconcilePeriod="10s", logLevel="info")
-    pods = _pods(args.pods)
+    pods = _pods(args.pods, args.naming)
     for raw in pods:
         node.add_pod(raw, cgroups=False)
         node.tree.add_pod(raw["metadata"]["uid"], "Guaranteed")
@@ -131,8 +136,14 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         planned = {pod.uid: str(pod.container("app").cpus) for pod in snapshot.plan.pods}
         observed: list[float] = []
         for raw in pods:
-            target = node.container_cgroup(raw, "app")
-            want = planned[raw["metadata"]["uid"]]
+            uid = raw["metadata"]["uid"]
+            runtime_id = container_id(uid, "app").split("://")[1]
+            target = node.pod_cgroup(raw) / node.tree.container_name(runtime_id)
+            want = planned[uid]
+            if args.naming == "bundle":
+                write_bundle(
+                    node.runtime_root, runtime_id, containerd_annotations(uid, "app", pod=raw["metadata"]["name"])
+                )
             staging = node.tree.mkcgroup(target.parent / "staging-app", procs="4242\n")
             start = time.perf_counter()
             os.rename(staging, target)
@@ -159,6 +170,7 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         "machine": args.machine,
         "cpus": len(agent.topology.online_cpus),
         "driver": args.driver,
+        "naming": args.naming,
         "watcher": mode,
         "tmpfs": str(base).startswith("/dev/shm"),
         "observed_median_ms": round(statistics.median(observed) * 1000, 3),
@@ -180,6 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="sysfs_builder machine, with more CPUs than --pods (default: %(default)s, 112 CPUs)",
     )
     parser.add_argument("--driver", choices=("systemd", "cgroupfs"), default="systemd", help="kubelet cgroup driver")
+    parser.add_argument(
+        "--naming",
+        choices=("status", "bundle"),
+        default="status",
+        help="who names the new container: its pod status (default) or its containerd bundle",
+    )
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds one container may take (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     args = parser.parse_args(argv)
@@ -192,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(
         f"pin latency over {row['containers']} new containers: {row['machine']} ({row['cpus']} CPUs), "
-        f"{row['driver']} driver, {row['watcher']} watcher, fixture tree {'on tmpfs' if row['tmpfs'] else 'on disk'}"
+        f"{row['driver']} driver, {row['watcher']} watcher, named by {row['naming']}, "
+        f"fixture tree {'on tmpfs' if row['tmpfs'] else 'on disk'}"
     )
     print(f"{'':34}{'median':>10}{'p99':>10}")
     print(

@@ -53,6 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--state-bind-address", metavar="HOST:PORT", help="serve /state here (default: stateBindAddress, not served)"
     )
+    parser.add_argument(
+        "--runtime-root",
+        type=Path,
+        metavar="DIR",
+        help="where the container runtimes' state is, to name new containers from their bundles "
+        "(default: runtimeRoot, /)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="decide, log and report, but write no cgroup file")
     parser.add_argument("--once", action="store_true", help="one full pass after the first pod list, then exit")
     parser.set_defaults(func=run)
@@ -75,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir,
         metrics_bind_address=args.metrics_bind_address,
         state_bind_address=args.state_bind_address,
+        runtime_root=args.runtime_root,
         dry_run=args.dry_run,
         once=args.once,
     )

@@ -2,28 +2,43 @@
 
 :class:`Reconciler` (:mod:`.reconciler`) runs a pass: it reads the pods the
 sources reported (:class:`PodCache`, :mod:`.pods`), asks the planner, turns the
-plan into cgroup targets (:mod:`.targets`) and writes them; :class:`Reporter`
+plan into cgroup targets (:mod:`.targets`) and writes them, a full pass as a
+:class:`Sweep` of steps (:mod:`.sweep`); :class:`Reporter`
 (:mod:`.reporter`) turns decisions and write results into log lines, metrics and
-Events. It never decides who gets which CPU: the planner does. Importing it
-loads the Kubernetes client through :mod:`agent.kube`, so only ``podpin run``
-imports it.
+Events. Who each container cgroup is comes from one :class:`IdentityBook`
+(:mod:`.identity`), fed by the pod statuses, the runtime's bundles
+(:class:`BundleNamer`, :mod:`.naming`) and NRI. It never decides who gets which
+CPU: the planner does. Importing it loads the Kubernetes client through
+:mod:`agent.kube`, so only ``podpin run`` imports it.
 """
 
+from agent.reconcile.identity import PRECEDENCE, Identity, IdentityBook, StatusFeed
+from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import BadContainerID, Malformed, PodCache
-from agent.reconcile.reconciler import Reconciler
+from agent.reconcile.reconciler import Pending, Reconciler
 from agent.reconcile.reporter import EventSink, Reporter
-from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id, values_of
+from agent.reconcile.sweep import QoSLevels, Sweep, SweepStep
+from agent.reconcile.targets import Target, TargetLevel, pod_targets, qos_targets, values_of
 
 __all__ = [
+    "PRECEDENCE",
     "BadContainerID",
+    "BundleNamer",
     "EventSink",
+    "Identity",
+    "IdentityBook",
     "Malformed",
+    "Pending",
     "PodCache",
+    "QoSLevels",
     "Reconciler",
     "Reporter",
+    "StatusFeed",
+    "Sweep",
+    "SweepStep",
     "Target",
-    "plan_targets",
+    "TargetLevel",
     "pod_targets",
-    "runtime_id",
+    "qos_targets",
     "values_of",
 ]

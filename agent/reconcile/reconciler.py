@@ -3,7 +3,8 @@
 Each pass does, in order:
 
 1. read the pods the sources reported (malformed ones are reported and skipped,
-   a status containerID that can name no cgroup is reported);
+   a status containerID that can name no cgroup is reported) and state what
+   their statuses say in the identity book (``identity.py``);
 2. release pods that are gone or terminal, then admit new pods in creation
    order (a rejected pod is tried again only after some pod released CPUs).
    When the state is rebuilt from the live cgroups, the pods whose cgroups
@@ -12,10 +13,26 @@ Each pass does, in order:
    released (it still runs on its CPUs);
 3. checkpoint the state if it changed (never in dry-run);
 4. plan, and unless the kubelet pins CPUs itself, write the plan into the live
-   cgroups — all of them on a full pass (start, resync, any change of the
-   pools), only the pods something happened to otherwise (a new container
-   cgroup, a new containerID in a pod status), which is what keeps the pin
-   latency in milliseconds.
+   cgroups: a full pass when one is due (start, resync, any change of the
+   pools), else only the pods something happened to (a new container cgroup, a
+   new containerID in a pod status, a bundle read again), which is what keeps
+   the pin latency in milliseconds.
+
+A full pass is a sweep (``sweep.py``): the QoS levels, then one pod at a time
+(the pods something happened to first), each step scanning, writing and
+sampling that one pod. Between steps it asks the caller's ``pending()``
+whether targeted work is waiting (the agent's queue holds an event, a bundle
+re-read is due); if so the pass returns and the sweep stays where it is. The
+next pass does the targeted work first, then resumes the sweep with the newest
+plan; a change of the pools starts it again from the QoS levels. So a
+container cgroup that appears during a full pass waits for at most one step of
+it, not for all of it. The loop stays single-threaded and
+every set written still comes from the planner's latest plan. ``run_pass()``
+without ``pending`` (``--once``, tests) finishes the sweep before it returns;
+``sweeps`` counts the full passes completed (readiness waits for the first).
+
+Who a container cgroup is comes from the identity book: NRI, the runtime's
+bundle (read when the cgroup appears, ``naming.py``), else the pod status.
 
 The reconciler never decides who gets which CPU (the planner does) and never
 blocks on the API server (Events are queued by the recorder). Nothing here
@@ -24,13 +41,14 @@ raises for a single pod or cgroup: failures are reported and the pass goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import structlog
 
-from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, Pool
+from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
@@ -38,18 +56,25 @@ from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgrou
 from agent.cpuset import CPUSet
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
-from agent.metrics import Snapshot
+from agent.metrics import Snapshot, UsageKey
 from agent.pods import ContainerKind, QOSClass
 from agent.pods.model import PodView
+from agent.reconcile.identity import IdentityBook, StatusFeed
+from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
-from agent.reconcile.reporter import Reporter
-from agent.reconcile.targets import Target, plan_targets, pod_targets, runtime_id
+from agent.reconcile.reporter import PodRef, Reporter
+from agent.reconcile.sweep import QoSLevels, Sweep
+from agent.reconcile.targets import Target, TargetLevel, pod_targets, qos_targets
+from agent.runtime import BundleReader, IdentityErrorReason, IdentitySource
 from agent.state_store import StateStore
 from agent.topology.model import Topology
 
-__all__ = ["Reconciler"]
+__all__ = ["Pending", "Reconciler"]
 
 _PENDING_TTL = 300.0
+
+Pending = Callable[[], bool]
+"""Asked between the steps of a full pass: True when targeted work waits (the pass then returns early)."""
 
 
 class Reconciler:
@@ -66,6 +91,7 @@ class Reconciler:
         kubelet: Callable[[], KubeletCPUPolicy],
         dry_run: bool = False,
         rebuild: bool = False,
+        bundles: BundleReader | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.planner = planner
@@ -77,6 +103,14 @@ class Reconciler:
         self.dry_run = dry_run
         self.clock = clock
         self.pods = PodCache()
+        self.identities = IdentityBook()
+        self._statuses = StatusFeed(self.identities)
+        self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
+        self.namer = (
+            BundleNamer(self.identities, bundles, on_error=self._identity_error, log=self.log, clock=clock)
+            if bundles is not None
+            else None
+        )
         self._rebuild = rebuild
         self._observations: dict[str, Observed] = {}
         self._decisions: dict[str, Decision] = {}
@@ -88,10 +122,13 @@ class Reconciler:
         self._pending: dict[Path, float] = {}
         self._applied: dict[tuple[Path, str], str] = {}
         self._controllers: set[Path] = set()
+        self._plan: Plan | None = None
+        self._sweep: Sweep | None = None
+        self._usage: dict[UsageKey, float] = {}
         self.snapshot: Snapshot | None = None
         self.passes = 0
+        self.sweeps = 0
         self.blocked: str | None = None
-        self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
         if not rebuild:
             self.reporter.mark_pinned(planner.snapshot().pods)
 
@@ -114,6 +151,8 @@ class Reconciler:
             # Only this container and its pod cgroup need writing: re-applying every
             # sibling would make a new container wait on reads of all of them.
             self._new_cgroups.setdefault(event.uid, set()).add(event.path)
+            if self.namer is not None:
+                self.namer.identify(event.uid, event.container_id, event.runtime, event.path)
         elif isinstance(event, PodCgroupAppeared):
             self._dirty.add(event.uid)
         elif isinstance(event, CgroupRemoved):
@@ -121,6 +160,31 @@ class Reconciler:
             self._controllers.discard(event.path)
             for key in [k for k in self._applied if k[0] == event.path]:
                 del self._applied[key]
+            parsed = self.layout.parse_container_dir(event.path.name)
+            if parsed is not None and self.namer is not None:
+                self.namer.forget(parsed[1])
+
+    # -- container identity from the runtime's bundles ------------------------------------------
+    def next_recheck(self) -> float | None:
+        """When a bundle that was not complete is due to be read again (``clock()`` time), or None."""
+        return self.namer.next_recheck() if self.namer is not None else None
+
+    def recheck(self, now: float | None = None) -> bool:
+        """Read again the bundles that are due; True when any was (the caller then runs a pass)."""
+        if self.namer is None:
+            return False
+        due = self.namer.recheck(self.clock() if now is None else now)
+        for pod_key, path in due:
+            self._new_cgroups.setdefault(pod_key, set()).add(path)
+        return bool(due)
+
+    def _identity_error(
+        self, pod_key: str, runtime_id: str, path: Path, reason: IdentityErrorReason, message: str
+    ) -> None:
+        pod: PodRef | None = None
+        if self.snapshot is not None:
+            pod = next(((p.namespace, p.name, p.uid) for p in self.snapshot.plan.pods if p.cgroup_key == pod_key), None)
+        self.reporter.identity_error(reason, message, path=path, container_id=runtime_id, pod=pod)
 
     def request_full(self) -> None:
         """The next pass rewrites everything (periodic resync, drift repair)."""
@@ -143,13 +207,24 @@ class Reconciler:
         return dropped
 
     # -- a pass ----------------------------------------------------------------------------------
-    def run_pass(self) -> bool:
-        """Decide and apply; returns True when a pass ran (False until the first pod list arrived)."""
+    @property
+    def sweeping(self) -> bool:
+        """Whether a full pass was left unfinished (:meth:`sweep` continues it)."""
+        return self._sweep is not None
+
+    def run_pass(self, pending: Pending | None = None) -> bool:
+        """Decide and apply; returns True when a pass ran (False until the first pod list arrived).
+
+        Args:
+            pending: asked between the steps of a full pass; when it says True the pass returns and the full
+                pass is left for :meth:`sweep` or the next pass (module docstring). None: finish it.
+        """
         if not self.pods.synced:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
         adopting = self.passes == 0 and not self._rebuild
+        self._statuses.update(views)
         if self._rebuild:
             self._rebuild = False
             self._observations = self._observe_live(views)
@@ -175,6 +250,7 @@ class Reconciler:
         if changed or (self.store is not None and self.store.stale):
             self._checkpoint()
         plan = self.planner.plan(views, self._decisions)
+        self._plan = plan
         full = self._full or changed
         self._full = False
         policy = self.kubelet()
@@ -182,18 +258,32 @@ class Reconciler:
         if self.blocked is not None and not policy.pinning:
             full = True  # nothing was written while the kubelet pinned: write everything now
         self.blocked = policy.reason if policy.pinning else None
-        usage: dict[tuple[Pool, str, str], float] = {}
-        if not policy.pinning:
-            usage = self._apply(plan, full)
+        if policy.pinning:
+            self._sweep = None
+        else:
+            if full:
+                self._sweep = self._start_sweep(plan)  # the targeted work is its first steps
+            else:
+                self._apply_targeted(plan)
+            self._continue_sweep(pending)
         self._dirty.clear()
         self._new_cgroups.clear()
         self.snapshot = Snapshot(
             state=self.planner.snapshot(),
             plan=plan,
             topology=self.planner.topology,
-            usage=usage or (self.snapshot.usage if self.snapshot else {}),
+            usage=self._usage,
         )
         self.passes += 1
+        self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
+        return True
+
+    def sweep(self, pending: Pending | None = None) -> bool:
+        """Continue an unfinished full pass with the latest plan (no new decisions); False when there is none."""
+        if self._sweep is None:
+            return False
+        start = self.clock()
+        self._continue_sweep(pending)
         self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
         return True
 
@@ -244,14 +334,16 @@ class Reconciler:
         except (CgroupError, OSError) as err:
             self.log.error("cgroup.scan_failed", error=str(err))
             return observed
+        if self.namer is not None:
+            self.namer.identify_live(live)
         for scanned in live:
             view = by_uid.get(scanned.uid)
             if view is None:
                 continue
-            names = {runtime_id(c.container_id): c.name for c in view.all_containers}
             containers: dict[str, CPUSet] = {}
             for child in scanned.containers:
-                name = names.get(child.id)
+                identity = self.identities.in_pod(scanned.uid, child.id)
+                name = identity.name if identity is not None else None
                 cpus = self._explicit_cpus(child.path)
                 if name is not None and cpus:
                     containers[name] = cpus
@@ -308,28 +400,25 @@ class Reconciler:
             return None
         if location is None:
             return None
+        return self._rescan(ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=()))
+
+    def _rescan(self, pod: ScannedPod) -> ScannedPod | None:
+        """``pod`` with its container cgroups as they are now; None when its cgroup is gone."""
         containers = []
         try:
-            names = sorted(entry.name for entry in location.path.iterdir() if entry.is_dir() and not entry.is_symlink())
+            names = sorted(entry.name for entry in pod.path.iterdir() if entry.is_dir() and not entry.is_symlink())
         except OSError:
             return None
         for name in names:
             parsed = self.layout.parse_container_dir(name)
             if parsed is not None:
-                path = ensure_inside(self.layout.root, location.path / name)
+                path = ensure_inside(self.layout.root, pod.path / name)
                 containers.append(ScannedContainer(id=parsed[1], runtime=parsed[0], path=path))
-        return ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=tuple(containers))
+        return dataclasses.replace(pod, containers=tuple(containers))
 
-    def _targets(self, plan: Plan, full: bool) -> tuple[list[Target], list[ScannedPod]]:
-        if full:
-            try:
-                live = scan(self.layout)
-            except (CgroupError, OSError) as err:
-                self.log.error("cgroup.scan_failed", error=str(err))
-                live = []
-            return plan_targets(plan, live, self._qos_levels()), live
+    def _apply_targeted(self, plan: Plan) -> None:
+        """Write the pods something happened to: their new container cgroups (and the pod), or all of a dirty pod."""
         targets: list[Target] = []
-        live = []
         for pod in plan.pods:
             new = self._new_cgroups.get(pod.cgroup_key)
             dirty = pod.uid in self._dirty or pod.cgroup_key in self._dirty
@@ -338,15 +427,64 @@ class Reconciler:
             scanned = self._scan_pod(pod.cgroup_key, pod.qos)
             if scanned is None:
                 continue
-            live.append(scanned)
-            found = pod_targets(pod, scanned)
+            if self.namer is not None:
+                self.namer.identify_live([scanned])
+            found = pod_targets(pod, scanned, self.identities)
             if not dirty and new is not None:
-                found = [t for t in found if t.level == "pod" or t.path in new]
+                found = [t for t in found if t.level is TargetLevel.POD or t.path in new]
             targets.extend(found)
-        return targets, live
+        self._write(plan, targets)
 
-    def _apply(self, plan: Plan, full: bool) -> dict[tuple[Pool, str, str], float]:
-        targets, live = self._targets(plan, full)
+    def _start_sweep(self, plan: Plan) -> Sweep:
+        """Scan the tree for a full pass: the pods with new container cgroups, then the dirty ones, go first."""
+        try:
+            live = scan(self.layout)
+        except (CgroupError, OSError) as err:
+            self.log.error("cgroup.scan_failed", error=str(err))
+            live = []
+        if self.namer is not None:
+            self.namer.retain(live)
+        dirty = [p.cgroup_key for p in plan.pods if p.uid in self._dirty or p.cgroup_key in self._dirty]
+        return Sweep.of_scan(live, [*self._new_cgroups, *dirty])
+
+    def _continue_sweep(self, pending: Pending | None) -> None:
+        """Take sweep steps until it is done or ``pending()`` says targeted work waits (after one step at least)."""
+        sweep = self._sweep
+        if sweep is None or self._plan is None:
+            return
+        plan = self._plan
+        by_key = {pod.cgroup_key: pod for pod in plan.pods}
+        first = True
+        while not sweep.done:
+            if not first and pending is not None and pending():
+                return
+            first = False
+            step = sweep.next_step()
+            if isinstance(step, QoSLevels):
+                targets = qos_targets(plan, self._qos_levels())
+            else:
+                pod = by_key.get(step.uid)
+                scanned = self._rescan(step) if pod is not None else None
+                if pod is None or scanned is None:
+                    continue
+                if self.namer is not None:
+                    self.namer.identify_live([scanned])
+                targets = pod_targets(pod, scanned, self.identities)
+                sweep.add_usage(self._sample_usage(pod, scanned))
+            self._write(plan, targets)
+        self._finish_sweep(sweep)
+
+    def _finish_sweep(self, sweep: Sweep) -> None:
+        self._sweep = None
+        self.sweeps += 1
+        self._usage = sweep.usage
+        if self.snapshot is not None:
+            self.snapshot = dataclasses.replace(self.snapshot, usage=sweep.usage)
+        if not self.dry_run:  # forget cgroups no longer targeted (gone pods, a watcher that missed a removal)
+            self._applied = {key: value for key, value in self._applied.items() if key[0] in sweep.seen}
+
+    def _write(self, plan: Plan, targets: list[Target]) -> None:
+        """Write ``targets`` (or say what would be written, in dry-run); a sweep in progress notes their paths."""
         desired = {t.path: t.values for t in targets}
         if self.dry_run:
             self._dry_run(targets)
@@ -361,10 +499,9 @@ class Reconciler:
             }
             self.reporter.applied(report, targets, drift)
             self._remember(report)
-            if full:  # forget cgroups no longer targeted (gone pods, a watcher that missed a removal)
-                self._applied = {key: value for key, value in self._applied.items() if key[0] in desired}
         self._settle(plan, targets, report)
-        return self._usage(plan, live) if full else {}
+        if self._sweep is not None:
+            self._sweep.seen.update(desired)
 
     def _enable_controllers(self, targets: list[Target]) -> None:
         """``+cpuset +cpu`` in ``cgroup.subtree_control`` down to each target's parent, where missing.
@@ -390,8 +527,8 @@ class Reconciler:
             if record.result == "ok" and record.phase != "widen" and record.path not in failed:
                 self._applied[(record.path, record.file)] = record.new
         for path, file in report.unchanged:
-            if path not in failed:
-                self._applied.setdefault((path, file), self._current(path, file))
+            if path not in failed and (path, file) not in self._applied:  # read only what is not known yet
+                self._applied[(path, file)] = self._current(path, file)
 
     def _current(self, path: Path, file: str) -> str:
         try:
@@ -428,38 +565,38 @@ class Reconciler:
         bad = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}
         done_pods: dict[str, bool] = {}
         for target in targets:
-            if target.level != "container" or target.pod is None:
+            if target.level is not TargetLevel.CONTAINER or target.pod is None:
                 continue
             ok = target.path not in bad
             done_pods[target.pod.uid] = done_pods.get(target.pod.uid, True) and ok
             seen = self._pending.get(target.path)
             if ok and seen is not None and not self.dry_run:
                 self.reporter.metrics.pin_latency.observe(max(0.0, now - seen))
+                self.reporter.metrics.container_pins.labels(source=target.source or IdentitySource.STATUS).inc()
                 del self._pending[target.path]
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
             del self._pending[path]
         for pod in plan.pods:
             pinned = [c for c in pod.containers if c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT]
-            if pinned and done_pods.get(pod.uid) and all(c.container_id for c in pinned) and not self.dry_run:
+            if not pinned or not done_pods.get(pod.uid) or self.dry_run:
+                continue
+            named = self.identities.named(pod.cgroup_key)
+            if all(c.name in named for c in pinned):
                 self.reporter.pinned(pod)
 
-    def _usage(self, plan: Plan, live: list[ScannedPod]) -> dict[tuple[Pool, str, str], float]:
-        """CPU seconds per (pool, namespace, pod) from the containers' ``cpu.stat``."""
-        by_uid = {pod.cgroup_key: pod for pod in plan.pods}
-        usage: dict[tuple[Pool, str, str], float] = {}
-        for scanned in live:
-            pod = by_uid.get(scanned.uid)
-            if pod is None:
+    def _sample_usage(self, pod: PodPlan, scanned: ScannedPod) -> dict[UsageKey, float]:
+        """CPU seconds per (pool, namespace, pod) of one pod's containers, from their ``cpu.stat``."""
+        pools = {c.name: c.pool for c in pod.containers}
+        usage: dict[UsageKey, float] = {}
+        for child in scanned.containers:
+            identity = self.identities.in_pod(scanned.uid, child.id)
+            pool = pools.get(identity.name) if identity is not None and identity.name is not None else None
+            if pool is None:
                 continue
-            pools = {runtime_id(c.container_id): c.pool for c in pod.containers}
-            for child in scanned.containers:
-                pool = pools.get(child.id)
-                if pool is None:
-                    continue
-                try:
-                    seconds = self.fs.read_cpu_stat(child.path).usage_usec / 1e6
-                except CgroupError:
-                    continue
-                key = (pool, pod.namespace, pod.name)
-                usage[key] = usage.get(key, 0.0) + seconds
+            try:
+                seconds = self.fs.read_cpu_stat(child.path).usage_usec / 1e6
+            except CgroupError:
+                continue
+            key = (pool, pod.namespace, pod.name)
+            usage[key] = usage.get(key, 0.0) + seconds
         return usage

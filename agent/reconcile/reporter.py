@@ -33,11 +33,13 @@ from agent.pods import ContainerKind
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
 from agent.render.reasons import reason_text, rejection_text
+from agent.runtime import IdentityErrorReason
 from agent.state_store import WriteFailure
 
-__all__ = ["MAX_EVENT_MESSAGE", "Reporter", "EventSink", "event_message", "pinned_summary"]
+__all__ = ["MAX_EVENT_MESSAGE", "EventSink", "PodRef", "Reporter", "event_message", "pinned_summary"]
 
 PodRef = tuple[str, str, str]
+"""A pod as Events name it: (namespace, name, uid)."""
 
 #: Longest Event message podpin posts (the size events.k8s.io allows a note); longer ones end in "…".
 MAX_EVENT_MESSAGE = 1024
@@ -184,6 +186,23 @@ class Reporter:
             f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
             "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
         )
+
+    def identity_error(
+        self, reason: IdentityErrorReason, message: str, *, path: Path, container_id: str, pod: PodRef | None
+    ) -> None:
+        """A container's runtime bundle cannot name it (or names another pod): it waits for the pod status."""
+        self.metrics.runtime_identity_errors.labels(reason=reason).inc()
+        fields: dict[str, Any] = {"path": str(path), "container_id": container_id, "reason": reason}
+        if pod is not None:
+            fields.update(namespace=pod[0], pod=pod[1], uid=pod[2])
+        self.log.error("runtime.identity_error", **fields, error=message)
+        if pod is not None:
+            self._warn_once(
+                pod,
+                "PodpinUnknownContainer",
+                f"podpin cannot tell from its runtime which container {container_id} is ({reason}): {message}; it "
+                "runs on the pod's shared set until the pod status names it",
+            )
 
     def malformed(self, bad: Malformed) -> None:
         key = bad.uid or f"{bad.namespace}/{bad.name}"

@@ -1,14 +1,17 @@
 """From a :class:`Plan` to file values per existing cgroup (no writes here).
 
 The plan speaks of pods and containers; the writer needs paths. This module
-joins the two over the live tree (one ``scan`` of the kubepods hierarchy):
+joins the two over the live tree, one QoS level set or one pod at a time (a
+full pass takes them as steps, ``sweep.py``):
 
 * the burstable and besteffort QoS levels get the node shared pool;
 * a pod's cgroup gets the pod values (found at any QoS level, see
   ``CgroupLayout.find_pod``);
-* a container cgroup whose id appears in the pod status gets that container's
-  values; any other child of a managed pod (the sandbox, a container whose
-  status is not in yet) gets the pod's interim set.
+* a container cgroup gets that container's values when the identity book
+  (``identity.py``: NRI, the runtime's bundle, else the pod status) names it
+  as a container of this very pod; the sandbox, and any child not named yet
+  (or named by its runtime as part of another pod), gets the pod's interim set
+  (``docs/design.md``, "Container identity").
 
 Only cgroups that exist are targeted: a pod or container that has not started
 gets its values when its cgroup appears (the watcher tells).
@@ -16,17 +19,40 @@ gets its values when its cgroup appears (the watcher tells).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
 from agent.alloc import DesiredValues, Plan, PodPlan
-from agent.cgroups.errors import CgroupPathError
 from agent.cgroups.fs import CgroupValues
-from agent.cgroups.layout import ContainerID, ScannedPod
+from agent.cgroups.layout import ScannedPod
 from agent.pods import QOSClass
+from agent.reconcile.identity import Identity
+from agent.runtime import ContainerType, IdentitySource
 
-__all__ = ["Target", "plan_targets", "pod_targets", "runtime_id", "values_of"]
+__all__ = ["Names", "Target", "TargetLevel", "pod_targets", "qos_targets", "values_of"]
+
+
+class TargetLevel(StrEnum):
+    """Which kind of cgroup a target is (the ``cgroup_level`` of log lines)."""
+
+    QOS = "qos"
+    POD = "pod"
+    CONTAINER = "container"
+    SANDBOX = "sandbox"
+    """The pod's sandbox (pause) container, as its runtime names it: it gets the pod's interim set."""
+    UNIDENTIFIED = "unidentified"
+    """A child of the pod nobody has named yet: it gets the pod's interim set."""
+
+
+class Names(Protocol):
+    """Who a child cgroup of a pod is (the identity book)."""
+
+    def in_pod(self, pod_uid: str, runtime_id: str) -> Identity | None:
+        """The identity of ``runtime_id`` when its most trusted source places it in pod ``pod_uid``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,10 +61,12 @@ class Target:
 
     path: Path
     values: CgroupValues
-    level: str  # "qos" | "pod" | "container" | "unidentified"
+    level: TargetLevel
     pod: PodPlan | None = None
     container: str | None = None
     container_id: str | None = None
+    source: IdentitySource | None = None
+    """How a container or sandbox was named; None when it was not."""
 
 
 def values_of(desired: DesiredValues) -> CgroupValues:
@@ -46,70 +74,47 @@ def values_of(desired: DesiredValues) -> CgroupValues:
     return CgroupValues(cpuset_cpus=desired.cpuset_cpus, cpuset_mems=desired.cpuset_mems, cpu_max=desired.cpu_max)
 
 
-def runtime_id(container_id: str | None) -> str | None:
-    """The bare runtime id of a status ``containerID`` (what names its cgroup), or None when absent or invalid."""
-    if not container_id:
-        return None
-    try:
-        return ContainerID.parse(container_id).id
-    except CgroupPathError:
-        return None
-
-
-def pod_targets(pod: PodPlan, live: ScannedPod) -> list[Target]:
-    """Targets of one pod whose cgroup exists: the pod, its known containers, its unidentified children."""
+def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
+    """Targets of one pod whose cgroup exists: the pod, its named containers, its sandbox and unnamed children."""
     targets: list[Target] = []
     if not pod.desired.is_empty():
-        targets.append(Target(path=live.path, values=values_of(pod.desired), level="pod", pod=pod))
-    known: dict[str, tuple[str, DesiredValues, str]] = {}
-    for container in pod.containers:
-        cid = runtime_id(container.container_id)
-        if cid is not None:
-            known[cid] = (container.name, container.desired, container.container_id or "")
+        targets.append(Target(path=live.path, values=values_of(pod.desired), level=TargetLevel.POD, pod=pod))
+    planned = {container.name: container for container in pod.containers}
     for child in live.containers:
-        entry = known.get(child.id)
-        if entry is not None:
-            name, desired, full_id = entry
-            if not desired.is_empty():
+        identity = names.in_pod(live.uid, child.id)
+        container = planned.get(identity.name) if identity is not None and identity.name is not None else None
+        if identity is not None and container is not None and identity.kind is ContainerType.CONTAINER:
+            if not container.desired.is_empty():
                 targets.append(
                     Target(
                         path=child.path,
-                        values=values_of(desired),
-                        level="container",
+                        values=values_of(container.desired),
+                        level=TargetLevel.CONTAINER,
                         pod=pod,
-                        container=name,
-                        container_id=full_id,
+                        container=container.name,
+                        container_id=identity.container_id,
+                        source=identity.source,
                     )
                 )
         elif pod.interim is not None:
+            sandbox = identity is not None and identity.kind is ContainerType.SANDBOX
             targets.append(
                 Target(
                     path=child.path,
                     values=CgroupValues(cpuset_cpus=pod.interim),
-                    level="unidentified",
+                    level=TargetLevel.SANDBOX if sandbox else TargetLevel.UNIDENTIFIED,
                     pod=pod,
-                    container_id=child.id,
+                    container_id=identity.container_id if identity is not None else child.id,
+                    source=identity.source if identity is not None else None,
                 )
             )
     return targets
 
 
-def plan_targets(plan: Plan, live: Iterable[ScannedPod], qos_levels: Mapping[str, Path]) -> list[Target]:
-    """Every target of the plan over the live tree.
-
-    Args:
-        plan: the planner's plan.
-        live: the pods found by ``scan(layout)``.
-        qos_levels: existing QoS level directories to confine ({"burstable": path, "besteffort": path}).
-    """
-    targets = [
-        Target(path=path, values=values_of(plan.qos_desired), level="qos")
+def qos_targets(plan: Plan, qos_levels: Mapping[str, Path]) -> list[Target]:
+    """The burstable and besteffort levels among ``qos_levels`` ({"burstable": path, ...}): the node shared pool."""
+    return [
+        Target(path=path, values=values_of(plan.qos_desired), level=TargetLevel.QOS)
         for name, path in sorted(qos_levels.items())
         if name in (QOSClass.BURSTABLE.value, QOSClass.BESTEFFORT.value)
     ]
-    by_uid = {pod.cgroup_key: pod for pod in plan.pods}
-    for scanned in live:
-        pod = by_uid.get(scanned.uid)
-        if pod is not None:
-            targets.extend(pod_targets(pod, scanned))
-    return targets

@@ -1,1 +1,1 @@
-"""Deployment tests: manifests, chart values, the container image."""
+"""Tests of what ships: the Helm chart, the plain manifests generated from it, the Dockerfile and the image."""

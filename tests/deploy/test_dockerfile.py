@@ -1,7 +1,8 @@
-"""The Dockerfile and .dockerignore: hadolint-clean, pinned base, wheel install, no build tools at run time.
+"""The Dockerfile and .dockerignore read as text: hadolint-clean, a pinned default base, a virtualenv built from
+this repository's wheel, no build tools at run time.
 
-No Docker engine runs here, so the image is never built in tests; these checks read the Dockerfile as
-instructions (continuations joined, comments dropped) and run hadolint on it.
+These checks read the Dockerfile as instructions (continuations joined, comments dropped) and run hadolint on it;
+``test_image.py`` builds the image for real with podman and runs it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.support.paths import REPO
 
 DOCKERFILE = REPO / "Dockerfile"
 DOCKERIGNORE = REPO / ".dockerignore"
+VENV = "/opt/podpin"
 BUILD_TOOLS = re.compile(r"\b(gcc|g\+\+|clang|make|build-essential|[\w.+-]+-dev|setuptools|wheel|python3?-build)\b")
 
 
@@ -75,6 +77,19 @@ def parse_dockerfile(text: str) -> list[Stage]:
         elif stages:
             stages[-1][2].append(Instruction(keyword=keyword.upper(), flags=tuple(flags), rest=rest.strip()))
     return [Stage(source=source, name=name, instructions=tuple(body)) for source, name, body in stages]
+
+
+def global_args(text: str) -> dict[str, str]:
+    """The ARGs declared before the first FROM, name -> default ("" when it has none)."""
+    args: dict[str, str] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if words[:1] == ["FROM"]:
+            break
+        if words[:1] == ["ARG"]:
+            name, _, default = words[1].partition("=")
+            args[name] = default
+    return args
 
 
 def dockerignore_excluded(path: str, patterns: list[str]) -> bool:
@@ -151,54 +166,65 @@ def test_hadolint_flags_a_bad_dockerfile(tmp_path: Path) -> None:
     assert (1, {"DL3007", "DL3008"}) == (status, codes & {"DL3007", "DL3008"})
 
 
-def test_multi_stage_from_one_pinned_slim_python() -> None:
-    """Build and final stages start from the same slim Python image, pinned to an exact version (and digest)."""
-    stages = _stages()
-    bases = {_base_image(stage) for stage in stages}
-    assert (True, 1) == (len(stages) >= 2, len(bases))
-    image = bases.pop()
-    pinned = re.fullmatch(r"python:(\d+\.\d+\.\d+)-slim-[a-z]+(@sha256:[0-9a-f]{64})?", image)
-    assert pinned is not None, f"base image {image!r} is not python:X.Y.Z-slim-<debian>[@sha256:...]"
+def test_base_is_an_argument_defaulting_to_a_pinned_slim_python() -> None:
+    """Both stages start from the BASE argument, whose default is python:X.Y.Z-slim-<debian> within requires-python."""
+    text = DOCKERFILE.read_text()
+    bases = {_base_image(stage) for stage in _stages()}
+    default = global_args(text).get("BASE", "")
+    pinned = re.fullmatch(r"python:(\d+\.\d+\.\d+)-slim-[a-z]+(@sha256:[0-9a-f]{64})?", default)
+    assert ({"${BASE}"}, True) == (bases, pinned is not None), f"BASE default {default!r}"
+    assert pinned is not None
     requires = SpecifierSet(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"])
     assert requires.contains(pinned[1]), f"base Python {pinned[1]} is outside requires-python {requires}"
 
 
-def test_build_stage_makes_the_wheel_of_this_repo() -> None:
-    """A non-final stage copies the context and runs `pip wheel` on it, writing the wheels to one directory."""
-    builders = [(stage, run) for stage in _stages()[:-1] for run in _runs(stage) if "pip wheel" in run.rest]
+def test_build_stage_makes_a_virtualenv_from_the_wheel_of_this_repo() -> None:
+    """The build stage copies the context, creates the virtualenv, builds `pip wheel .`, installs podpin only from
+    those wheels (no index, binaries only) and removes pip, setuptools and wheel from the virtualenv."""
+    builders = [stage for stage in _stages()[:-1] if any("pip wheel" in run.rest for run in _runs(stage))]
     assert 1 == len(builders)
-    stage, run = builders[0]
-    wheel_dir = re.search(r"--wheel-dir[= ](\S+)", run.rest)
-    assert wheel_dir is not None
-    copies = [i.rest for i in stage.instructions if i.keyword == "COPY"]
-    assert ([". ."], ".") == (copies, shlex.split(run.rest)[-1])
-
-
-def test_final_stage_installs_the_podpin_wheel_only_from_built_wheels() -> None:
-    """The final stage installs podpin-*.whl from the build stage's wheels, no index, binaries only."""
-    name = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
-    installs = [run for run in _runs(_final()) if "pip install" in run.rest]
-    assert 1 == len(installs)
-    install = installs[0]
-    builder = next(s for s in _stages()[:-1] if any("pip wheel" in r.rest for r in _runs(s)))
-    wheel_dir = re.search(r"--wheel-dir[= ](\S+)", next(r.rest for r in _runs(builder) if "pip wheel" in r.rest))
-    assert wheel_dir is not None
-    mount = f"--mount=type=bind,from={builder.name},source={wheel_dir[1]},target={wheel_dir[1]}"
-    args = shlex.split(install.rest.split("&&")[0])
-    expected = ((mount,), True, True, f"--find-links={wheel_dir[1]}", f"{wheel_dir[1]}/{name}-*.whl")
+    stage = builders[0]
+    commands = [cmd.strip() for run in _runs(stage) for cmd in run.rest.split("&&")]
+    wheel = next(shlex.split(cmd) for cmd in commands if " wheel " in cmd and "pip" in cmd)
+    install = next(shlex.split(cmd) for cmd in commands if " install " in cmd)
+    uninstall = next(shlex.split(cmd) for cmd in commands if " uninstall " in cmd)
+    wheel_dir = wheel[wheel.index("--wheel-dir") + 1]
+    expected = (
+        ([". ."]),
+        f"python3 -m venv {VENV}",
+        (f"{VENV}/bin/pip", "."),
+        (f"{VENV}/bin/pip", True, True, f"--find-links={wheel_dir}", f"{wheel_dir}/podpin-*.whl"),
+        (f"{VENV}/bin/pip", {"pip", "setuptools", "wheel"}),
+    )
     actual = (
-        install.flags,
-        "--no-index" in args,
-        "--only-binary=:all:" in args,
-        next(a for a in args if a.startswith("--find-links")),
-        args[-1],
+        [i.rest for i in stage.instructions if i.keyword == "COPY"],
+        commands[0],
+        (wheel[0], wheel[-1]),
+        (install[0], "--no-index" in install, "--only-binary=:all:" in install, install[-2], install[-1]),
+        (uninstall[0], set(uninstall[3:])),
     )
     assert expected == actual
 
 
+def test_final_stage_copies_only_the_virtualenv() -> None:
+    """The final stage takes the virtualenv from the build stage, puts it first on PATH, and installs no wheel."""
+    final = _final()
+    builder = next(s for s in _stages()[:-1] if any("pip wheel" in r.rest for r in _runs(s)))
+    copies = [(i.flags, i.rest) for i in final.instructions if i.keyword == "COPY"]
+    env = [i.rest for i in final.instructions if i.keyword == "ENV"]
+    installs = [run.rest for run in _runs(final) if "pip install" in run.rest or "pip wheel" in run.rest]
+    expected: tuple[list[tuple[tuple[str, ...], str]], list[str], list[str]] = (
+        [((f"--from={builder.name}",), f"{VENV} {VENV}")],
+        [f"PATH={VENV}/bin:$PATH"],
+        [],
+    )
+    assert expected == (copies, env, installs)
+
+
 def test_no_build_tools_in_final_stage() -> None:
-    """The final stage builds nothing, installs no build tool, and removes the base's setuptools and wheel."""
-    commands = [cmd.strip() for run in _runs(_final()) for cmd in run.rest.split("&&")]
+    """The final stage builds nothing, installs at most libudev1, and removes the base's own pip, setuptools and
+    wheel."""
+    commands = [cmd.strip(" ;") for run in _runs(_final()) for cmd in re.split(r"&&|;|\bthen\b", run.rest)]
     apt = [
         word.split("=")[0]
         for cmd in commands
@@ -209,7 +235,14 @@ def test_no_build_tools_in_final_stage() -> None:
     builds = [cmd for cmd in commands if re.search(r"pip wheel|-m build|setup\.py", cmd)]
     tools = [cmd for cmd in commands if "uninstall" not in cmd and BUILD_TOOLS.search(cmd)]
     removed = {word for cmd in commands if " uninstall " in cmd for word in shlex.split(cmd.split(" uninstall ")[1])}
-    assert (["libudev1"], [], [], True) == (apt, builds, tools, {"setuptools", "wheel"} <= removed)
+    assert (["libudev1"], [], [], True) == (apt, builds, tools, {"pip", "setuptools", "wheel"} <= removed)
+
+
+def test_libudev_is_installed_only_when_pyudev_would_not_find_it() -> None:
+    """libudev1 is installed only if ctypes.util.find_library("udev") (pyudev's own lookup) finds nothing."""
+    run = next(run.rest for run in _runs(_final()) if "apt-get install" in run.rest)
+    guard = run.split("then")[0]
+    assert (True, True) == (guard.startswith("if ! python3 -c "), 'find_library("udev") is None' in guard)
 
 
 def test_entrypoint_and_default_command() -> None:
@@ -237,6 +270,7 @@ def test_exposes_the_metrics_port() -> None:
         (".venv/bin/python", True),
         (".git/HEAD", True),
         ("deploy/daemonset.yaml", True),
+        ("deploy/helm/podpin/values.yaml", True),
         ("Dockerfile", True),
         ("podpin.egg-info/PKG-INFO", True),
     ],

@@ -1,20 +1,22 @@
-"""deploy/: the DaemonSet manifest, the ServiceMonitor and the Grafana dashboard, checked against the contract.
+"""deploy/: the plain manifests generated from the Helm chart, checked against the agent and the clusters they target.
 
-The contract (config keys, ``podpin run`` flags, metric names) is written down here from the config contract
-until ``agent/config.py``, ``podpin run`` and ``agent/metrics.py`` exist. Each place that should then switch to
-the real code is one named function: ``load_agent_config`` and ``podpin_run_flags``.
+``deploy/daemonset.yaml``, ``servicemonitor.yaml``, ``grafana-dashboard.yaml``, ``rbac-nrt.yaml`` and
+``crds/noderesourcetopologies.yaml`` are ``helm template`` output of ``deploy/helm/podpin``
+(``scripts/render_manifests.py``); a test renders the chart again and asserts the files equal it, so every check here is
+a check of the chart's default install too (and of its NodeResourceTopology objects). The agent's side of the contract
+(config keys, ``podpin run`` flags) is read from the agent's own code. Kubernetes versions: pod-level resources
+(``.spec.resources``) are beta and on by default from 1.34, so 1.34 is the minimum supported version; every minor from
+it that kubernetes-validate ships is validated strictly (1.34 to 1.37 with kubernetes-validate 1.37).
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
-import os
 import re
 import subprocess
-import sys
 import time
-import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -23,53 +25,35 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from agent.config import config_from_mapping
+from agent import __version__
+from agent.cli import build_parser
+from agent.config import CONFIG_KEYS, config_from_mapping
 from agent.quantity import cpu_millis, memory_bytes
+from tests.support.discovery_server import discovery_server, kubeconfig_for
+from tests.support.k8s_tools import CHART, checkov, helm_template, kubectl, supported_versions
 from tests.support.paths import REPO
 
-DAEMONSET = REPO / "deploy" / "daemonset.yaml"
-SERVICEMONITOR = REPO / "deploy" / "servicemonitor.yaml"
-DASHBOARD = REPO / "deploy" / "grafana-dashboard.json"
-KUBERNETES_VERSION = "1.36"
+DEPLOY = REPO / "deploy"
+DAEMONSET = DEPLOY / "daemonset.yaml"
+SERVICEMONITOR = DEPLOY / "servicemonitor.yaml"
+DASHBOARD_CONFIGMAP = DEPLOY / "grafana-dashboard.yaml"
+DASHBOARD = CHART / "dashboards" / "podpin.json"
+RBAC_NRT = DEPLOY / "rbac-nrt.yaml"
+CRD_NRT = DEPLOY / "crds" / "noderesourcetopologies.yaml"
+#: What `kubectl apply -f deploy/` applies (not recursive: the CRD in deploy/crds/ is applied on its own).
+TOP_LEVEL = (DAEMONSET, SERVICEMONITOR, DASHBOARD_CONFIGMAP, RBAC_NRT)
+MANIFESTS = (*TOP_LEVEL, CRD_NRT)
+MANIFESTS_VALUES = CHART / "ci" / "manifests-values.yaml"
+NRT_VALUES = CHART / "ci" / "manifests-nrt-values.yaml"
+VALUES = CHART / "values.yaml"
+REQUIRED_KUBERNETES = ("1.34", "1.35", "1.36")
 
-# Config key -> the values it accepts (None: not an enumeration). From the config contract.
-CONFIG_KEYS: dict[str, frozenset[object] | None] = {
-    "cpuManagerPolicy": frozenset({"static", "none"}),
-    "memoryManagerPolicy": frozenset({"None", "Static"}),
-    "topologyManagerPolicy": frozenset({"none", "best-effort", "restricted", "single-numa-node"}),
-    "topologyManagerScope": frozenset({"container", "pod"}),
-    "cgroupDriver": frozenset({"auto", "systemd", "cgroupfs"}),
-    "dryRun": frozenset({True, False}),
-    "logLevel": frozenset({"debug", "info", "warning", "error"}),
-    "logFormat": frozenset({"auto", "json", "console"}),
-    **dict.fromkeys(
-        (
-            "cpuManagerPolicyOptions",
-            "topologyManagerPolicyOptions",
-            "reservedSystemCPUs",
-            "kubeReserved",
-            "systemReserved",
-            "evictionHard",
-            "reservedMemory",
-            "cpuCFSQuotaPeriod",
-            "nodeName",
-            "cgroupRoot",
-            "reconcilePeriod",
-            "podResyncPeriod",
-            "stateDir",
-            "kubeletCPUManagerStatePath",
-            "metricsBindAddress",
-        )
-    ),
-}
-CONFIG_DEFAULTS = {
-    "cgroupRoot": "/sys/fs/cgroup",
-    "stateDir": "/var/lib/podpin",
-    "kubeletCPUManagerStatePath": "/var/lib/kubelet/cpu_manager_state",
-    "metricsBindAddress": "0.0.0.0:9363",
-}
 
-# Metric name -> its labels; histograms are exposed as NAME_bucket/_sum/_count. From the config contract.
+#: Every key the agent reads, with its default as the file would spell it (the agent's own table).
+CONFIG_DEFAULTS: dict[str, object] = {key.key: key.default for key in CONFIG_KEYS}
+
+# Metric name -> its labels, as agent/metrics.py exposes them (docs/design.md, "Observability"); histograms are
+# exposed as NAME_bucket/_sum/_count.
 METRICS: dict[str, frozenset[str]] = {
     "podpin_pinning_requests_total": frozenset(),
     "podpin_pinning_errors_total": frozenset(),
@@ -111,20 +95,17 @@ def load_agent_config(text: str) -> dict[str, Any]:
 
 
 def podpin_run_flags() -> dict[str, bool]:
-    """The ``podpin run`` flags, flag -> takes a value.
-
-    From the config contract until ``podpin run`` exists; then read them from ``podpin run --help`` here.
-    """
-    valued = (
-        "--config",
-        "--kubeconfig",
-        "--pods-dir",
-        "--sysfs-root",
-        "--cgroup-root",
-        "--state-dir",
-        "--metrics-bind-address",
-    )
-    return {**dict.fromkeys(valued, True), "--dry-run": False, "--once": False}
+    """The ``podpin run`` flags from the agent's own parser, flag -> takes a value."""
+    # argparse has no public way to list a parser's options or sub-commands: its private fields are the only source.
+    actions = build_parser()._actions  # noqa: SLF001 (argparse lists options nowhere public)
+    subparsers = next(a for a in actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001 (as above)
+    run = subparsers.choices["run"]
+    return {
+        option: action.nargs != 0
+        for action in run._actions  # noqa: SLF001 (as above)
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
 
 
 def parse_run_args(args: list[str]) -> dict[str, str | bool]:
@@ -233,7 +214,7 @@ def _mounts() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
 
 
 def _effective_config(key: str) -> str:
-    """The value the agent uses for ``key``: the ConfigMap's, else the contract default."""
+    """The value the agent uses for ``key``: the ConfigMap's, else the agent's default."""
     return str(load_agent_config(_config_text()).get(key, CONFIG_DEFAULTS[key]))
 
 
@@ -248,60 +229,164 @@ def _uncomment_examples(text: str) -> str:
     return "\n".join(lines)
 
 
+def _values_config_block() -> str:
+    """The ``config:`` block of the chart's values.yaml, comments included, dedented to the agent file's level."""
+    lines = VALUES.read_text().splitlines()
+    start = lines.index("config:") + 1
+    block = []
+    for line in lines[start:]:
+        if line and not line.startswith("  "):
+            break
+        block.append(line[2:])
+    return "\n".join(block)
+
+
+def _kubectl(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cache_dir = kubeconfig.parent / "kubectl-cache"
+    command = [str(kubectl()), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache_dir), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+class TestGenerated:
+    def test_manifests_equal_helm_template(self) -> None:
+        """deploy/*.yaml hold, byte for byte and in helm's order, `helm template` of the chart: the ServiceMonitor and
+        the dashboard ConfigMap in their own files, everything else in daemonset.yaml; the NodeResourceTopology
+        ClusterRole and CRD, off by default, from a render with them on, in rbac-nrt.yaml and crds/."""
+        renders = {
+            (MANIFESTS_VALUES,): {"servicemonitor.yaml": SERVICEMONITOR, "grafana-dashboard.yaml": DASHBOARD_CONFIGMAP},
+            (MANIFESTS_VALUES, NRT_VALUES): {"rbac-nrt.yaml": RBAC_NRT, "crd-nrt.yaml": CRD_NRT},
+        }
+        expected: dict[Path, list[str]] = {path: [] for path in MANIFESTS}
+        for values, own in renders.items():
+            rest = DAEMONSET if len(values) == 1 else None
+            for block in [block for block in helm_template(values).split("---\n") if block.strip()]:
+                path = own.get(block.splitlines()[0].rsplit("/", 1)[-1], rest)
+                if path is not None:
+                    expected[path].append(block)
+        actual = {path: path.read_text().split("---\n")[1:] for path in MANIFESTS}
+        assert expected == actual
+
+    def test_render_script_check_passes(self) -> None:
+        """scripts/render_manifests.py --check finds nothing stale (the files are what the script writes)."""
+        run = subprocess.run(
+            [str(REPO / ".venv" / "bin" / "python"), str(REPO / "scripts" / "render_manifests.py"), "--check"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert (0, "") == (run.returncode, run.stdout)
+
+    def test_no_raw_json_in_deploy(self) -> None:
+        """deploy/ holds only YAML manifests (kubectl apply -f deploy/ reads every .json, .yaml and .yml file)."""
+        assert [] == sorted(p.name for p in DEPLOY.iterdir() if p.is_file() and p.suffix == ".json")
+
+    def test_dashboard_configmap_carries_the_charts_dashboard(self) -> None:
+        """The dashboard ConfigMap holds the chart's dashboard JSON unchanged, labelled for Grafana's sidecar."""
+        configmap = _documents(DASHBOARD_CONFIGMAP)[0]
+        expected = ("ConfigMap", {"grafana_dashboard": "1"}.items() <= configmap["metadata"]["labels"].items())
+        assert expected == (configmap["kind"], True)
+        assert json.loads(DASHBOARD.read_text()) == json.loads(configmap["data"]["podpin.json"])
+
+
+class TestKubectl:
+    def test_apply_dry_run_on_the_whole_directory(self, tmp_path: Path) -> None:
+        """`kubectl apply --dry-run=client -f deploy/` maps every object of every top-level file and would create it,
+        and leaves the CRD of deploy/crds/ alone."""
+        with discovery_server() as url:
+            run = _kubectl(
+                kubeconfig_for(url, tmp_path / "kubeconfig"),
+                "apply",
+                "--dry-run=client",
+                "--validate=false",
+                "-f",
+                str(DEPLOY),
+            )
+        objects = [doc for path in TOP_LEVEL for doc in _documents(path)]
+        assert (0, "") == (run.returncode, run.stderr)
+        assert (len(objects), False) == (
+            run.stdout.count(" created (dry run)\n"),
+            "customresourcedefinition" in run.stdout,
+        )
+
+    def test_apply_dry_run_of_the_crd(self, tmp_path: Path) -> None:
+        """`kubectl apply --dry-run=client -f deploy/crds/` would create the NodeResourceTopology CRD."""
+        with discovery_server() as url:
+            run = _kubectl(
+                kubeconfig_for(url, tmp_path / "kubeconfig"),
+                "apply",
+                "--dry-run=client",
+                "--validate=false",
+                "-f",
+                str(CRD_NRT.parent),
+            )
+        expected = (0, "", "customresourcedefinition.apiextensions.k8s.io/noderesourcetopologies.topology.node.k8s.io")
+        assert expected == (run.returncode, run.stderr, run.stdout.split(" created")[0])
+
+    def test_apply_dry_run_fails_on_a_raw_dashboard(self, tmp_path: Path) -> None:
+        """The same command fails on a directory holding raw dashboard JSON, as deploy/ did before the chart."""
+        broken = tmp_path / "deploy"
+        broken.mkdir()
+        (broken / "daemonset.yaml").write_text(DAEMONSET.read_text())
+        (broken / "grafana-dashboard.json").write_text(DASHBOARD.read_text())
+        with discovery_server() as url:
+            run = _kubectl(
+                kubeconfig_for(url, tmp_path / "kubeconfig"),
+                "apply",
+                "--dry-run=client",
+                "--validate=false",
+                "-f",
+                str(broken),
+            )
+        assert (1, True) == (run.returncode, "grafana-dashboard.json" in run.stderr)
+
+
 class TestManifestValidity:
     def test_objects(self) -> None:
-        """daemonset.yaml holds exactly the objects of a complete install, in apply order."""
+        """The manifests hold exactly the objects of a complete install, each file in helm's install order."""
         expected = [
             ("Namespace", "podpin-system"),
+            ("NetworkPolicy", "podpin"),
             ("ResourceQuota", "podpin-critical-pods"),
             ("ServiceAccount", "podpin"),
+            ("ConfigMap", "podpin-config"),
             ("ClusterRole", "podpin"),
             ("ClusterRoleBinding", "podpin"),
-            ("ConfigMap", "podpin-config"),
-            ("DaemonSet", "podpin"),
             ("Service", "podpin-metrics"),
-            ("NetworkPolicy", "podpin"),
+            ("DaemonSet", "podpin"),
+            ("ServiceMonitor", "podpin"),
+            ("ConfigMap", "podpin-dashboard"),
+            ("ClusterRole", "podpin-nrt"),
+            ("ClusterRoleBinding", "podpin-nrt"),
+            ("CustomResourceDefinition", "noderesourcetopologies.topology.node.k8s.io"),
         ]
-        assert expected == [(d["kind"], d["metadata"]["name"]) for d in _documents(DAEMONSET)]
+        assert expected == [(d["kind"], d["metadata"]["name"]) for path in MANIFESTS for d in _documents(path)]
 
-    def test_schemas_for_the_target_version_exist(self) -> None:
-        """kubernetes-validate ships schemas for the targeted Kubernetes minor."""
-        assert f"{KUBERNETES_VERSION}.0" in kubernetes_validate.utils.all_versions()
+    def test_supported_versions_have_schemas(self) -> None:
+        """kubernetes-validate ships schemas for every required minor from the minimum (1.34) to 1.36."""
+        assert list(REQUIRED_KUBERNETES) == [v for v in supported_versions() if v in REQUIRED_KUBERNETES]
 
-    @pytest.mark.parametrize("doc", _documents(DAEMONSET), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
-    def test_object_validates_strictly(self, doc: dict[str, Any]) -> None:
-        """Every object passes strict schema validation (no unknown fields) against Kubernetes 1.36."""
-        assert KUBERNETES_VERSION == kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    @pytest.mark.parametrize("version", supported_versions())
+    def test_objects_validate_strictly(self, version: str) -> None:
+        """Every built-in object passes strict schema validation (no unknown field) against each supported minor."""
+        builtin = [doc for path in MANIFESTS for doc in _documents(path) if doc["kind"] != "ServiceMonitor"]
+        results = [kubernetes_validate.validate(doc, version, strict=True) for doc in builtin]
+        assert [version] * len(builtin) == results
 
     def test_strict_validation_rejects_unknown_field(self) -> None:
         """Strict validation catches a misspelt field, so the check above is not vacuous."""
         daemonset = copy.deepcopy(_object("DaemonSet"))
         daemonset["spec"]["template"]["spec"]["containers"][0]["readOnlyRootFileSystem"] = True
         with pytest.raises(kubernetes_validate.ValidationError) as caught:
-            kubernetes_validate.validate(daemonset, KUBERNETES_VERSION, strict=True)
+            kubernetes_validate.validate(daemonset, REQUIRED_KUBERNETES[0], strict=True)
         assert "Additional properties are not allowed ('readOnlyRootFileSystem' was unexpected)" == caught.value.message
 
     def test_checkov(self, record_property: Any) -> None:
         """checkov finds no failed check; each skip is one of the known ones and carries its reason."""
-        checkov = Path(os.environ.get("PODPIN_CHECKOV", Path(sys.prefix) / "tools" / "checkov" / "bin" / "checkov"))
-        assert checkov.is_file(), (
-            f"{checkov} missing: python -m venv .venv/tools/checkov && "
-            ".venv/tools/checkov/bin/pip install checkov (or set PODPIN_CHECKOV)"
-        )
         started = time.monotonic()
+        files = [arg for path in MANIFESTS for arg in ("--file", str(path))]
         run = subprocess.run(
-            [
-                str(checkov),
-                "--framework",
-                "kubernetes",
-                "--skip-download",
-                "--output",
-                "json",
-                "--file",
-                str(DAEMONSET),
-                "--file",
-                str(SERVICEMONITOR),
-            ],
+            [str(checkov()), "--framework", "kubernetes", "--skip-download", "--output", "json", *files],
             capture_output=True,
             text=True,
             timeout=300,
@@ -375,18 +460,32 @@ class TestDaemonSet:
         assert expected == _container()["env"]
 
     def test_host_mounts(self) -> None:
-        """cgroup tree read-write, /sys read-only, state dir read-write, kubelet state a read-only File."""
+        """cgroup tree read-write, /sys and the kubelet's directory read-only, state dir read-write."""
+        kubelet_dir = str(Path(_effective_config("kubeletCPUManagerStatePath")).parent)
         expected = {
             "/sys": ("/sys", "Directory", True),
             _effective_config("cgroupRoot"): ("/sys/fs/cgroup", "Directory", False),
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
-            _effective_config("kubeletCPUManagerStatePath"): ("/var/lib/kubelet/cpu_manager_state", "File", True),
+            kubelet_dir: ("/var/lib/kubelet", "Directory", True),
         }
         actual = {
             path: (volume["hostPath"]["path"], volume["hostPath"]["type"], bool(mount.get("readOnly")))
             for path, (mount, volume) in _mounts().items()
             if "hostPath" in volume
         }
+        assert expected == actual
+
+    def test_kubelet_state_is_a_directory_mount_at_its_own_path(self) -> None:
+        """The kubelet's state comes in as its directory (renames show), not over /var/lib/kubelet, unpropagated."""
+        path = Path(_effective_config("kubeletCPUManagerStatePath"))
+        mount, _ = _mounts()[str(path.parent)]
+        expected = ("cpu_manager_state", True, "None", "IfPossible")
+        actual = (
+            path.name,
+            path.parent != Path("/var/lib/kubelet"),
+            mount["mountPropagation"],
+            mount["recursiveReadOnly"],
+        )
         assert expected == actual
 
     def test_args_use_run_flags_and_the_mounted_config(self) -> None:
@@ -426,9 +525,8 @@ class TestDaemonSet:
         assert (True, True) == actual
 
     def test_image_tag_is_the_package_version(self) -> None:
-        """The image tag is the version in pyproject.toml."""
-        version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-        assert f"ghcr.io/podpin/podpin:{version}" == _container()["image"]
+        """The image tag is the agent's version (agent.__version__, the one version source)."""
+        assert f"ghcr.io/podpin/podpin:{__version__}" == _container()["image"]
 
     def test_service_and_network_policy_select_the_agent(self) -> None:
         """The metrics Service and the NetworkPolicy select the agent pods and expose only the metrics port."""
@@ -447,24 +545,26 @@ class TestDaemonSet:
 
 
 class TestAgentConfig:
-    def test_config_map_sets_only_contract_keys(self) -> None:
+    def test_config_map_loads_with_the_agents_loader(self) -> None:
         """The ConfigMap's config loads, with a first-install choice for scope and policy."""
         config = load_agent_config(_config_text())
         expected = ("static", "pod", "best-effort")
         assert expected == (config["cpuManagerPolicy"], config["topologyManagerScope"], config["topologyManagerPolicy"])
 
-    def test_every_contract_key_is_documented(self) -> None:
-        """Each contract key is explained in a comment of the ConfigMap's config."""
-        comments = "\n".join(line for line in _config_text().splitlines() if line.startswith("#"))
-        assert [] == [key for key in CONFIG_KEYS if not re.search(rf"\b{key}\b", comments)]
+    def test_every_config_key_is_documented(self) -> None:
+        """Each key the agent reads is explained in a comment of the chart's config values (or set by the chart)."""
+        comments = "\n".join(line for line in _values_config_block().splitlines() if line.startswith("#"))
+        assert [] == [key for key in CONFIG_DEFAULTS if not re.search(rf"\b{key}\b", comments)]
 
     def test_commented_examples_are_valid(self) -> None:
-        """Switching on every commented-out example still gives a config of contract keys only."""
-        config = load_agent_config(_uncomment_examples(_config_text()))
-        assert [] == [key for key in CONFIG_KEYS if key not in config]
+        """Switching on every commented-out example gives a config the agent loads, with every key but the four the
+        chart sets."""
+        config = load_agent_config(_uncomment_examples(_values_config_block()))
+        chart_set = {"nodeName", "kubeletCPUManagerStatePath", "podResourcesSocket", "nri"}
+        assert [] == [key for key in CONFIG_DEFAULTS if key not in config and key not in chart_set]
 
     def test_unknown_key_is_rejected(self) -> None:
-        """The config check names a key outside the contract."""
+        """The config check names a key the agent does not know."""
         with pytest.raises(ValueError) as caught:
             load_agent_config("cpuManagerPolicy: static\ntopologyManagerPolicyOption: {}\n")
         assert str(caught.value).startswith("unknown configuration key 'topologyManagerPolicyOption' (known keys: ")

@@ -146,6 +146,11 @@ class AgentNode:
     kubelet_state: Path
     config: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def runtime_root(self) -> Path:
+        """``--runtime-root``: the node's runtime state (empty unless a test writes bundles into it)."""
+        return self.base / "runtime"
+
     # -- configuration ---------------------------------------------------------------------
     def write_config(self, **changes: Any) -> None:
         """Change configuration keys (None removes one) and rewrite the file."""
@@ -273,6 +278,7 @@ class AgentNode:
             "cgroup_root": self.tree.root,
             "state_dir": self.state_dir,
             "metrics_bind_address": "127.0.0.1:0",
+            "runtime_root": self.runtime_root,
         }
         flags.update(changes)
         return RunOptions(**flags)
@@ -303,6 +309,8 @@ class AgentNode:
             str(self.state_dir),
             "--metrics-bind-address",
             "127.0.0.1:0",
+            "--runtime-root",
+            str(self.runtime_root),
         ]
         if pods_dir:
             args += ["--pods-dir", str(self.pods_dir)]

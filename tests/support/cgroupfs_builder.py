@@ -299,7 +299,9 @@ class FaultyOps:
     Keys are full file paths. ``write_errors`` / ``read_errors`` map a path to the
     errno raised (every time); ``short_reads`` to the number of characters a read
     returns; ``before_write`` to a callable run just before the write (e.g. one
-    that removes the cgroup, so the write really meets ENOENT).
+    that removes the cgroup, so the write really meets ENOENT); ``before_read``
+    likewise before each read (e.g. one that makes a cgroup appear while the
+    agent is in the middle of a pass).
     """
 
     inner: FileOps
@@ -307,8 +309,11 @@ class FaultyOps:
     read_errors: Mapping[Path, int] = field(default_factory=dict)
     short_reads: Mapping[Path, int] = field(default_factory=dict)
     before_write: Mapping[Path, Callable[[], None]] = field(default_factory=dict)
+    before_read: Mapping[Path, Callable[[], None]] = field(default_factory=dict)
 
     def read(self, path: Path) -> str:
+        if path in self.before_read:
+            self.before_read[path]()
         if path in self.read_errors:
             code = self.read_errors[path]
             raise OSError(code, os.strerror(code))

@@ -49,6 +49,10 @@ class TestDefaults:
         )
         assert "max 100000" == config.planner.cfs_period_text()
 
+    def test_runtime_root(self) -> None:
+        """runtimeRoot (where containerd's and CRI-O's state is) defaults to the host root."""
+        assert (Path("/"), Path("/host")) == (cfg().runtime_root, cfg(runtimeRoot="/host").runtime_root)
+
     def test_node_name_from_environment(self) -> None:
         """nodeName falls back to NODE_NAME."""
         assert "worker-7" == config_from_mapping(BASE, env={"NODE_NAME": "worker-7"}).node_name
@@ -186,6 +190,7 @@ class TestDefaults:
         ({"cpuCFSQuotaPeriod": "5s"}, "cpuCFSQuotaPeriod: '5s' must be between 1ms and 1s"),
         ({"dryRun": "yes"}, "dryRun: 'yes' is not true or false"),
         ({"cgroupWatch": "fanotify"}, "cgroupWatch: 'fanotify' is not one of auto, inotify, poll, off"),
+        ({"runtimeRoot": 1}, "runtimeRoot: 1 is not a string"),
         ({"nri": {"enabled": "yes"}}, "nri.enabled: 'yes' is not true or false"),
         ({"metricsBindAddress": "9363"}, "metricsBindAddress: '9363' is not HOST:PORT"),
         ({"kubeReserved": ["cpu"]}, "kubeReserved: ['cpu'] is not a map"),
@@ -283,6 +288,7 @@ def test_contract_keys() -> None:
         "logLevel",
         "logFormat",
         "cgroupWatch",
+        "runtimeRoot",
         "nrt",
         "podResourcesSocket",
         "nri",

@@ -37,6 +37,7 @@ __all__ = [
     "kubelet_state_none",
     "product_story_pod",
     "shared_pool_pod",
+    "timestamp",
 ]
 
 QoSName = Literal["guaranteed", "burstable", "besteffort"]
@@ -191,7 +192,8 @@ def _container(c: ContainerSpec) -> dict[str, Any]:
     return body
 
 
-def _timestamp(order: int) -> str:
+def timestamp(order: int) -> str:
+    """The ``creationTimestamp`` of the pod admitted ``order``-th (one second apart)."""
     return f"2026-01-01T00:{order // 60:02d}:{order % 60:02d}Z"
 
 
@@ -201,7 +203,7 @@ def product_story_pod(order: int) -> PodSpec:
         name="trading-engine",
         namespace="trading",
         uid="0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11",
-        created=_timestamp(order),
+        created=timestamp(order),
         qos="guaranteed",
         pod_cpu="4",
         containers=(
@@ -220,7 +222,7 @@ def classic_guaranteed_pod(name: str, uid: str, order: int, *, cpu: str = "1") -
         name=name,
         namespace="default",
         uid=uid,
-        created=_timestamp(order),
+        created=timestamp(order),
         qos="guaranteed",
         containers=(
             ContainerSpec(name="main", cpu_request=cpu, cpu_limit=cpu, memory_request="128Mi", memory_limit="128Mi"),
@@ -234,7 +236,7 @@ def burstable_pod(name: str, uid: str, order: int) -> PodSpec:
         name=name,
         namespace="default",
         uid=uid,
-        created=_timestamp(order),
+        created=timestamp(order),
         qos="burstable",
         containers=(ContainerSpec(name="nginx", cpu_request="250m", cpu_limit="1", memory_limit="128Mi"),),
     )
@@ -257,7 +259,7 @@ def shared_pool_pod(name: str, uid: str, order: int, *, containers: int, pod_cpu
         name=name,
         namespace="bench",
         uid=uid,
-        created=_timestamp(order),
+        created=timestamp(order),
         qos="guaranteed",
         pod_cpu=str(pod_cpu),
         containers=tuple(specs),

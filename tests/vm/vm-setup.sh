@@ -5,9 +5,14 @@
 # * apt-get downloads (does NOT install) the Debian kernel + busybox-static and
 #   unpacks them into $VM_DIR; /boot and /lib/modules are not touched;
 # * writes $VM_DIR/kernel (uncompressed ELF vmlinux, booted via PVH) and
-#   $VM_DIR/initramfs.cpio (static busybox + 9p/virtio/overlay modules + /init).
+#   $VM_DIR/initramfs.cpio (static busybox + 9p/virtio/overlay modules + /init);
+# * unpacks a container runtime for tests/vm/test_runtime_*.py into $VM_DIR/runtime
+#   (never installed): containerd 1.7 from Debian 13 (the first Debian containerd
+#   with NRI; its binaries need only libc), runc 1.1.5 from Debian 12 (Debian 13's
+#   needs glibc 2.38) and the static busybox the test images are built from.
 # Idempotent: a re-run is a no-op while $VM_DIR/setup-id matches this script and
-# the kernel suite; a changed script rebuilds. Fresh machine: ~20 s.
+# the kernel suite; a changed script rebuilds. Fresh machine: ~15-30 s, ~100 MB of
+# downloads, ~185 MB in $VM_DIR (107 MB of it the runtime binaries).
 # VM_DIR: $VM_DIR, else $PODPIN_VM_DIR, else /tmp/podpin-vm (what tests/vm/harness.py uses).
 # VM_KERNEL_SUITE=bookworm-backports|trixie picks a newer kernel (6.12) through a
 # private apt list under $VM_DIR/apt, without touching the system apt sources.
@@ -159,6 +164,28 @@ poweroff -f; reboot -f
 EOF
 chmod 755 initramfs/init
 (cd initramfs && find . | ../root/bin/busybox cpio -o -H newc > ../initramfs.cpio 2>/dev/null)
+
+# The container runtime, through a private apt list for Debian 13 (the system's sources stay untouched).
+RT_SUITE=${VM_RUNTIME_SUITE:-trixie}
+mkdir -p apt-runtime/lists/partial apt-runtime/cache/archives/partial
+echo "deb http://deb.debian.org/debian $RT_SUITE main" > apt-runtime/sources.list
+RT_APT=(-o Dir::Etc::SourceList="$VM_DIR/apt-runtime/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o Dir::State::Lists="$VM_DIR/apt-runtime/lists" -o Dir::Cache="$VM_DIR/apt-runtime/cache")
+apt-get "${RT_APT[@]}" update -q >/dev/null
+rm -rf debs-runtime runtime && mkdir -p debs-runtime runtime/bin runtime/x
+rt_download() { (cd debs-runtime && apt-get "${RT_APT[@]}" download -q containerd && apt-get download -q runc) 2>&1 | grep -v unsandboxed || true; }
+rt_download
+if ! ls debs-runtime/containerd_*.deb debs-runtime/runc_*.deb >/dev/null 2>&1; then   # stale lists -> 404
+  apt-get "${RT_APT[@]}" update -q >/dev/null; apt-get update -q >/dev/null; rt_download
+fi
+for d in debs-runtime/*.deb; do dpkg-deb -x "$d" runtime/x; done
+for b in containerd containerd-shim-runc-v2 ctr; do cp runtime/x/usr/bin/$b runtime/bin/; done
+cp runtime/x/usr/sbin/runc runtime/bin/runc    # Debian 12's (its usr/bin/runc is only a symlink to it)
+cp root/bin/busybox runtime/busybox
+rm -rf runtime/x debs-runtime apt-runtime   # the lists alone are ~20 MB
+{ runtime/bin/containerd --version; runtime/bin/runc --version | head -n 1; } > runtime/versions
+runtime/bin/containerd --version | grep -q ' 1\.7\.' || { echo "vm-setup: not containerd 1.7: $(cat runtime/versions)" >&2; exit 1; }
+
 rm -rf debs root/lib root/usr root/bin root/etc initramfs   # keep only root/boot (bzImage fallback): ~80 MB left
 echo "$SETUP_ID" > setup-id   # written last: a half-done setup is never taken for a finished one
-echo "vm-setup: kernel $KVER ($(basename "$(readlink kernel)")), initramfs $(du -h initramfs.cpio | cut -f1), in $VM_DIR"
+echo "vm-setup: kernel $KVER ($(basename "$(readlink kernel)")), initramfs $(du -h initramfs.cpio | cut -f1), runtime $(du -sh runtime | cut -f1) ($(head -n 1 runtime/versions | cut -d" " -f3), $(sed -n 2p runtime/versions)), in $VM_DIR"

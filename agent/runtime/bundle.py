@@ -1,0 +1,204 @@
+"""Reading a container's OCI bundle ``config.json`` from the runtime's state directory (the I/O edge).
+
+Where each runtime keeps the bundle of a Kubernetes container (relative to ``--runtime-root``, default ``/``,
+so a DaemonSet can mount the host's runtime state read-only anywhere, like ``--sysfs-root``):
+
+* containerd (CRI plugin, namespace ``k8s.io``): ``run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/``
+  (containerd's ``runtime/v2`` bundle directory; ``config.json`` is written before the shim runs
+  ``runc create``, which makes the cgroup: checked on containerd 1.7.24 in ``tests/vm``);
+* CRI-O: ``run/containers/storage/overlay-containers/<id>/userdata/`` (written in CreateContainer, before
+  ``runc create``).
+
+A lookup answers one of four ways, and the caller decides what to do:
+
+* :class:`Found`: the identity (:mod:`agent.runtime.annotations`);
+* :class:`NotYet`: the runtime keeps bundles here but this one is missing, empty or not complete JSON
+  (containerd writes the file in place, not by rename, so a reader can catch it half-written): try again a
+  little later;
+* :class:`Unavailable`: this runtime's bundle directory does not exist under the root (another runtime, or
+  its state is not mounted into the agent): no point retrying, the pod status will name the container;
+* :class:`Invalid`: the bundle exists but says nothing usable (an id that is not 64 hex digits, a file that
+  is not a regular file or larger than ``max_bytes``, unreadable, a JSON document without the annotations):
+  report it; the pod status stays the last resort.
+
+The id is validated before it becomes a path component (no ``/``, no ``..``), the file is opened with
+``O_NOFOLLOW | O_NONBLOCK`` and checked to be a regular file, and at most ``max_bytes + 1`` bytes are read.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.cgroups import Runtime
+from agent.runtime.annotations import AnnotationError, BundleIdentity, identity_from_spec
+from agent.runtime.vocabulary import IdentityErrorReason
+
+__all__ = [
+    "BUNDLE_DIRS",
+    "DEFAULT_RUNTIME_ROOT",
+    "MAX_BUNDLE_BYTES",
+    "BundleLookup",
+    "BundleReader",
+    "Found",
+    "Invalid",
+    "NotYet",
+    "Unavailable",
+]
+
+DEFAULT_RUNTIME_ROOT = Path("/")
+"""``--runtime-root``: the host's root, where ``run/containerd`` and ``run/containers`` are."""
+MAX_BUNDLE_BYTES = 1 << 20
+"""The largest ``config.json`` read (a Kubernetes container's is 3-30 KB; huge env lists stay far below)."""
+
+BUNDLE_DIRS: dict[Runtime, tuple[str, str]] = {
+    Runtime.CONTAINERD: ("run/containerd/io.containerd.runtime.v2.task/k8s.io", "config.json"),
+    Runtime.CRIO: ("run/containers/storage/overlay-containers", "userdata/config.json"),
+}
+"""Per runtime: the directory holding one entry per container id, and the spec's path inside that entry."""
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Found:
+    """The bundle names the container."""
+
+    identity: BundleIdentity
+    path: Path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotYet:
+    """The bundle is not (completely) there yet; ``reason`` says what was seen."""
+
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unavailable:
+    """This runtime's bundles are not visible under the runtime root (``directory`` does not exist)."""
+
+    runtime: Runtime | None
+    directory: Path | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Invalid:
+    """The bundle cannot name the container; ``reason`` is the metric label, ``message`` says what was wrong."""
+
+    path: Path | None
+    reason: IdentityErrorReason
+    message: str
+
+
+BundleLookup = Found | NotYet | Unavailable | Invalid
+"""What :meth:`BundleReader.read` answers."""
+
+
+class BundleReader:
+    """Reads container bundles under one runtime root.
+
+    Args:
+        root: ``--runtime-root`` (``/`` on a node; a fixture tree in tests).
+        max_bytes: the largest ``config.json`` accepted.
+    """
+
+    def __init__(self, root: Path = DEFAULT_RUNTIME_ROOT, *, max_bytes: int = MAX_BUNDLE_BYTES) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+
+    def directory(self, runtime: Runtime) -> Path | None:
+        """The directory holding ``runtime``'s bundles under the root (None: the runtime keeps none podpin reads)."""
+        entry = BUNDLE_DIRS.get(runtime)
+        return None if entry is None else self.root / entry[0]
+
+    def read(self, container_id: str, runtime: Runtime | None) -> BundleLookup:
+        """Who container ``container_id`` is, from its bundle.
+
+        Args:
+            container_id: the runtime id (64 lower-case hex digits) taken from the container's cgroup name.
+            runtime: the runtime the cgroup name tells; None (a bare id, cgroupfs driver) means containerd or
+                docker, and only containerd keeps a CRI bundle.
+        """
+        if not isinstance(container_id, str) or not _HEX64.fullmatch(container_id):
+            return Invalid(
+                path=None,
+                reason=IdentityErrorReason.INVALID_ID,
+                message=f"container id {container_id!r} is not 64 lower-case hex digits",
+            )
+        chosen = Runtime.CONTAINERD if runtime is None else runtime
+        entry = BUNDLE_DIRS.get(chosen)
+        if entry is None:
+            return Unavailable(runtime=chosen, directory=None, reason=f"{chosen.value} keeps no CRI bundle annotations")
+        directory = self.root / entry[0]
+        path = directory / container_id / entry[1]
+        raw = self._read(path)
+        if isinstance(raw, (NotYet, Invalid)):
+            if isinstance(raw, NotYet) and not directory.is_dir():
+                return Unavailable(runtime=chosen, directory=directory, reason=f"{directory} does not exist")
+            return raw
+        if not raw.strip():
+            return NotYet(path=path, reason="config.json is empty")
+        try:
+            spec = json.loads(raw)
+        except ValueError as err:  # JSONDecodeError and UnicodeDecodeError: written in place, maybe half done
+            return NotYet(path=path, reason=f"config.json is not complete JSON yet ({err})")
+        try:
+            identity = identity_from_spec(chosen, container_id, spec)
+        except AnnotationError as err:
+            return Invalid(path=path, reason=err.reason, message=f"{path}: {err.message}")
+        return Found(identity=identity, path=path)
+
+    def _read(self, path: Path) -> bytes | NotYet | Invalid:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            return NotYet(path=path, reason="no config.json yet")
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                return Invalid(
+                    path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: a symlink or not a file"
+                )
+            return Invalid(
+                path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot open: {err.strerror or err}"
+            )
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: not a regular file")
+            if info.st_size > self.max_bytes:
+                return Invalid(
+                    path=path,
+                    reason=IdentityErrorReason.OVERSIZE,
+                    message=f"{path}: {info.st_size} bytes, more than the {self.max_bytes} podpin reads",
+                )
+            chunks: list[bytes] = []
+            size = 0
+            while size <= self.max_bytes:
+                chunk = os.read(fd, self.max_bytes + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as err:
+            return Invalid(
+                path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot read: {err.strerror or err}"
+            )
+        finally:
+            os.close(fd)
+        if size > self.max_bytes:
+            return Invalid(
+                path=path,
+                reason=IdentityErrorReason.OVERSIZE,
+                message=f"{path}: more than the {self.max_bytes} bytes podpin reads",
+            )
+        return b"".join(chunks)

@@ -1,0 +1,49 @@
+{{/*
+Names, labels and the computed values every template shares: one definition each.
+*/}}
+
+{{/* The base name of every object: fullnameOverride, else the release name. */}}
+{{- define "podpin.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "podpin.labels" -}}
+app.kubernetes.io/name: podpin
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: podpin
+{{- end -}}
+
+{{/* The agent pods' identity: the DaemonSet's selector, the Service's and the NetworkPolicy's (never change it:
+a DaemonSet's selector is immutable). */}}
+{{- define "podpin.selectorLabels" -}}
+app.kubernetes.io/name: podpin
+app.kubernetes.io/component: node-agent
+{{- end -}}
+
+{{/* The image reference: repository:tag, tag defaulting to the appVersion, then @digest when one is given. */}}
+{{- define "podpin.image" -}}
+{{- $ref := printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- if .Values.image.digest -}}{{- $ref = printf "%s@%s" $ref .Values.image.digest -}}{{- end -}}
+{{- $ref -}}
+{{- end -}}
+
+{{/* The metrics port: the port of config.metricsBindAddress (HOST:PORT or [V6]:PORT). */}}
+{{- define "podpin.metricsPort" -}}
+{{- .Values.config.metricsBindAddress | default "0.0.0.0:9363" | splitList ":" | last | int -}}
+{{- end -}}
+
+{{/* The agent's configuration file: the config values plus what the chart itself decides (the kubelet state path
+and the PodResources socket follow the kubeletState mount; the agent's nri section follows the NRI socket mount,
+which puts the socket at the same path in the container as on the node). */}}
+{{- define "podpin.configFile" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- if .Values.kubeletState.enabled -}}
+{{- $kubelet := trimSuffix "/" .Values.kubeletState.mountPath -}}
+{{- $_ := set $config "kubeletCPUManagerStatePath" (printf "%s/cpu_manager_state" $kubelet) -}}
+{{- $_ := set $config "podResourcesSocket" (printf "%s/pod-resources/kubelet.sock" $kubelet) -}}
+{{- end -}}
+{{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath) -}}
+{{- toYaml $config -}}
+{{- end -}}

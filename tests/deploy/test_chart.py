@@ -1,0 +1,370 @@
+"""The Helm chart deploy/helm/podpin: lint, non-default renders, the strict values schema, one version.
+
+The default install (the manifests in deploy/) is checked object by object in ``test_manifests.py``; here the chart
+is rendered with other values (NRI on, monitoring off, kubelet state off, a digest, a narrowed NetworkPolicy, a
+non-default agent config) and each render is validated strictly against every supported Kubernetes minor and
+scanned by checkov, and wrong values are shown to be refused by the schema before anything renders.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from agent import __version__
+from agent.alloc import TopologyManagerPolicy, TopologyManagerScope
+from agent.config import NRTSettings, config_from_mapping
+from agent.nri import NRIConfig
+from tests.support.k8s_tools import CHART, checkov, helm_template, rendered_objects, run_helm, supported_versions
+
+NRI_VALUES = CHART / "ci" / "nri-values.yaml"
+MANIFESTS_VALUES = CHART / "ci" / "manifests-values.yaml"
+
+
+def _render(tmp_path: Path, values: dict[str, Any] | None = None, files: tuple[Path, ...] = ()) -> list[dict[str, Any]]:
+    return rendered_objects(helm_template(files, values, tmp_dir=tmp_path))
+
+
+def _kinds(objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(o["kind"], o["metadata"]["name"]) for o in objects]
+
+
+def _one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    assert 1 == len(found), f"{kind} {name or ''}: {len(found)} objects"
+    return found[0]
+
+
+def _mounts(objects: list[dict[str, Any]]) -> dict[str, tuple[str, str, bool]]:
+    """mountPath -> (hostPath, type, readOnly) of the agent container's host mounts."""
+    pod = _one(objects, "DaemonSet")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    return {
+        m["mountPath"]: (
+            volumes[m["name"]]["hostPath"]["path"],
+            volumes[m["name"]]["hostPath"]["type"],
+            bool(m.get("readOnly")),
+        )
+        for m in pod["containers"][0]["volumeMounts"]
+        if "hostPath" in volumes[m["name"]]
+    }
+
+
+def _config(objects: list[dict[str, Any]], fullname: str = "podpin") -> dict[str, Any]:
+    return dict(yaml.safe_load(_one(objects, "ConfigMap", f"{fullname}-config")["data"]["config.yaml"]))
+
+
+def _schema_error(tmp_path: Path, values: dict[str, Any]) -> str:
+    """helm's complaint about ``values`` (they must be refused)."""
+    path = tmp_path / "bad-values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    run = run_helm("template", "podpin", str(CHART), "--values", str(path))
+    assert (1, "") == (run.returncode, run.stdout), "helm rendered values the schema should refuse"
+    return run.stderr
+
+
+class TestChart:
+    def test_lint_strict(self) -> None:
+        """`helm lint --strict` passes with the default values and with each values file of ci/."""
+        runs = [run_helm("lint", "--strict", str(CHART))]
+        runs += [run_helm("lint", "--strict", str(CHART), "--values", str(p)) for p in sorted(CHART.glob("ci/*.yaml"))]
+        assert [(0, True)] * len(runs) == [(r.returncode, "0 chart(s) failed" in r.stdout) for r in runs]
+
+    def test_app_version_is_the_agent_version(self) -> None:
+        """Chart.yaml's appVersion is agent.__version__, what `podpin --version` prints and the image tag."""
+        chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+        assert __version__ == chart["appVersion"]
+
+    def test_minimum_kubernetes_version(self) -> None:
+        """Chart.yaml's kubeVersion states the minimum the manifests are validated from (1.34)."""
+        chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+        assert (">=1.34.0-0", "1.34") == (chart["kubeVersion"], supported_versions()[0])
+
+    def test_default_install(self, tmp_path: Path) -> None:
+        """Defaults: no Namespace object (helm --create-namespace), metrics Service, no ServiceMonitor or dashboard."""
+        expected = [
+            ("NetworkPolicy", "podpin"),
+            ("ResourceQuota", "podpin-critical-pods"),
+            ("ServiceAccount", "podpin"),
+            ("ConfigMap", "podpin-config"),
+            ("ClusterRole", "podpin"),
+            ("ClusterRoleBinding", "podpin"),
+            ("Service", "podpin-metrics"),
+            ("DaemonSet", "podpin"),
+        ]
+        assert expected == _kinds(_render(tmp_path))
+
+    def test_image_defaults_to_the_app_version(self, tmp_path: Path) -> None:
+        """image.tag empty -> the appVersion; a digest is appended to the tag; repository and pull policy apply."""
+        default = _one(_render(tmp_path), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        digest = "sha256:" + "ab" * 32
+        values = {
+            "image": {"repository": "registry.local/podpin", "tag": "9.9.9", "digest": digest, "pullPolicy": "Always"}
+        }
+        pinned = _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        expected = (
+            (f"ghcr.io/podpin/podpin:{__version__}", "IfNotPresent"),
+            (f"registry.local/podpin:9.9.9@{digest}", "Always"),
+        )
+        actual = ((default["image"], default["imagePullPolicy"]), (pinned["image"], pinned["imagePullPolicy"]))
+        assert expected == actual
+
+    def test_node_selection(self, tmp_path: Path) -> None:
+        """nodeSelector (merged with the opt-in default, as helm merges maps), affinity and tolerations from the
+        values."""
+        affinity = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["metal"]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+        tolerations = [{"key": "dedicated", "operator": "Equal", "value": "trading", "effect": "NoSchedule"}]
+        values = {"nodeSelector": {"pool": "latency"}, "affinity": affinity, "tolerations": tolerations}
+        default = _one(_render(tmp_path), "DaemonSet")["spec"]["template"]["spec"]
+        custom = _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["spec"]
+        expected = (
+            ({"kubernetes.io/os": "linux", "podpin.io/enabled": "true"}, None, [{"operator": "Exists"}]),
+            ({"kubernetes.io/os": "linux", "podpin.io/enabled": "true", "pool": "latency"}, affinity, tolerations),
+        )
+        actual = tuple((pod["nodeSelector"], pod.get("affinity"), pod["tolerations"]) for pod in (default, custom))
+        assert expected == actual
+
+    def test_config_values_reach_the_agent(self, tmp_path: Path) -> None:
+        """The config block is the agent's file, loaded by the agent; the kubelet state path follows the mount."""
+        objects = _render(tmp_path, files=(NRI_VALUES,))
+        config = _config(objects)
+        loaded = config_from_mapping(config, env={"NODE_NAME": "node-1"})
+        expected = (
+            TopologyManagerPolicy.SINGLE_NUMA_NODE,
+            TopologyManagerScope.CONTAINER,
+            "/var/lib/kubelet/cpu_manager_state",
+            False,
+        )
+        actual = (
+            loaded.planner.topology_manager_policy,
+            loaded.planner.topology_manager_scope,
+            str(loaded.kubelet_cpu_manager_state_path),
+            "kubeletCPUManagerStatePath" in config,
+        )
+        assert expected == actual
+
+    def test_config_change_rolls_the_agents(self, tmp_path: Path) -> None:
+        """A changed config changes the pod template's checksum annotation, so the DaemonSet rolls."""
+        checksums = [
+            _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["metadata"]["annotations"][
+                "checksum/config"
+            ]
+            for values in ({}, {"config": {"logLevel": "debug"}})
+        ]
+        assert 2 == len(set(checksums))
+
+    def test_metrics_port_follows_the_bind_address(self, tmp_path: Path) -> None:
+        """The container port, the probes' named port and the Service take metricsBindAddress's port."""
+        objects = _render(tmp_path, {"config": {"metricsBindAddress": "[::]:9400"}})
+        container = _one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        service = _one(objects, "Service")["spec"]["ports"][0]
+        assert (9400, 9400) == (container["ports"][0]["containerPort"], service["port"])
+
+
+class TestToggles:
+    def test_nri_on_mounts_the_socket_directory(self, tmp_path: Path) -> None:
+        """nri.enabled mounts the socket's directory read-only (the directory, so a new socket shows)."""
+        mounts = _mounts(_render(tmp_path, {"nri": {"enabled": True, "socketPath": "/run/containerd/nri/nri.sock"}}))
+        assert ("/run/containerd/nri", "Directory", True) == mounts["/run/containerd/nri"]
+
+    def test_nri_on_reaches_the_agent(self, tmp_path: Path) -> None:
+        """nri.enabled and nri.socketPath become the agent's nri section, loaded by the agent: it connects to the
+        socket where the mount puts it."""
+        objects = _render(tmp_path, {"nri": {"enabled": True, "socketPath": "/run/containerd/nri/nri.sock"}})
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        expected = NRIConfig(enabled=True, socket_path=Path("/run/containerd/nri/nri.sock"))
+        assert (expected, True) == (loaded.nri, str(loaded.nri.socket_path.parent) in _mounts(objects))
+
+    def test_nri_off_mounts_nothing_of_the_runtime(self, tmp_path: Path) -> None:
+        """By default no NRI path is mounted, and the agent is told NRI is off (its own default is on)."""
+        objects = _render(tmp_path)
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        assert ([], False) == ([path for path in _mounts(objects) if "nri" in path], loaded.nri.enabled)
+
+    def test_nri_is_the_charts_not_the_config_block(self, tmp_path: Path) -> None:
+        """config.nri is refused by the schema: the nri values decide both the mount and the agent's section."""
+        assert "additional properties 'nri' not allowed" in _schema_error(tmp_path, {"config": {"nri": {}}})
+
+    def test_kubelet_state_off(self, tmp_path: Path) -> None:
+        """kubeletState.enabled=false drops the kubelet directory mount and leaves the agent's default paths."""
+        objects = _render(tmp_path, {"kubeletState": {"enabled": False}})
+        host_paths = [host for host, _, _ in _mounts(objects).values()]
+        config = _config(objects)
+        expected = (False, False, False)
+        actual = (
+            "/var/lib/kubelet" in host_paths,
+            "kubeletCPUManagerStatePath" in config,
+            "podResourcesSocket" in config,
+        )
+        assert expected == actual
+
+    def test_pod_resources_socket_is_under_the_kubelet_mount(self, tmp_path: Path) -> None:
+        """The agent asks the kubelet's PodResources socket where the kubelet directory mount shows it."""
+        objects = _render(tmp_path, {"kubeletState": {"hostPath": "/data/kubelet", "mountPath": "/host/kubelet"}})
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        expected = (Path("/host/kubelet/pod-resources/kubelet.sock"), ("/data/kubelet", "Directory", True))
+        assert expected == (loaded.pod_resources_socket, _mounts(objects)["/host/kubelet"])
+
+    def test_nrt_off_by_default(self, tmp_path: Path) -> None:
+        """By default the agent publishes no NodeResourceTopology, and the chart grants nothing for it nor adds
+        the CRD."""
+        objects = _render(tmp_path)
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        nrt_objects = [(kind, name) for kind, name in _kinds(objects) if "nrt" in name or "topolog" in name]
+        assert (False, []) == (loaded.nrt.enabled, nrt_objects)
+
+    def test_nrt_on_grants_the_publisher_its_access(self, tmp_path: Path) -> None:
+        """config.nrt.enabled reaches the agent and renders a ClusterRole for the Node and NodeResourceTopology
+        calls, bound to the agent's ServiceAccount (which follows fullnameOverride)."""
+        values = {"fullnameOverride": "pin", "config": {"nrt": {"enabled": True, "minInterval": "30s"}}}
+        objects = _render(tmp_path, values)
+        loaded = config_from_mapping(_config(objects, "pin"), env={"NODE_NAME": "node-1"})
+        role, binding = _one(objects, "ClusterRole", "pin-nrt"), _one(objects, "ClusterRoleBinding", "pin-nrt")
+        expected = (
+            NRTSettings(enabled=True, min_interval=30.0),
+            [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+                {
+                    "apiGroups": ["topology.node.k8s.io"],
+                    "resources": ["noderesourcetopologies"],
+                    "verbs": ["get", "create", "update", "patch"],
+                },
+            ],
+            ("pin-nrt", [{"kind": "ServiceAccount", "name": "pin", "namespace": "podpin-system"}]),
+        )
+        actual = (loaded.nrt, role["rules"], (binding["roleRef"]["name"], binding["subjects"]))
+        assert expected == actual
+        assert "pin" == _one(objects, "ServiceAccount")["metadata"]["name"]
+
+    def test_nrt_crd_install(self, tmp_path: Path) -> None:
+        """nrtCRD.install renders the NodeResourceTopology CRD, kept by helm uninstall."""
+        crd = _one(_render(tmp_path, {"nrtCRD": {"install": True}}), "CustomResourceDefinition")
+        expected = ("noderesourcetopologies.topology.node.k8s.io", "keep", ["v1alpha2"])
+        actual = (
+            crd["metadata"]["name"],
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"],
+            [version["name"] for version in crd["spec"]["versions"]],
+        )
+        assert expected == actual
+
+    def test_monitoring_on(self, tmp_path: Path) -> None:
+        """ServiceMonitor with the kube-prometheus-stack release label, and the dashboard for Grafana's sidecar."""
+        values = {
+            "monitoring": {
+                "serviceMonitor": {"enabled": True, "release": "prom", "labels": {"team": "platform"}},
+                "dashboard": {"enabled": True, "namespace": "monitoring", "annotations": {"grafana_folder": "Nodes"}},
+            }
+        }
+        objects = _render(tmp_path, values)
+        monitor = _one(objects, "ServiceMonitor")["metadata"]["labels"]
+        dashboard = _one(objects, "ConfigMap", "podpin-dashboard")["metadata"]
+        expected = (("prom", "platform"), ("monitoring", "1", {"grafana_folder": "Nodes"}))
+        actual = (
+            (monitor["release"], monitor["team"]),
+            (dashboard["namespace"], dashboard["labels"]["grafana_dashboard"], dashboard["annotations"]),
+        )
+        assert expected == actual
+        assert json.loads((CHART / "dashboards" / "podpin.json").read_text()) == json.loads(
+            _one(objects, "ConfigMap", "podpin-dashboard")["data"]["podpin.json"]
+        )
+
+    def test_service_monitor_without_release_label(self, tmp_path: Path) -> None:
+        """An empty release leaves the label off."""
+        values = {"monitoring": {"serviceMonitor": {"enabled": True, "release": ""}}}
+        assert "release" not in _one(_render(tmp_path, values), "ServiceMonitor")["metadata"]["labels"]
+
+    def test_monitoring_off(self, tmp_path: Path) -> None:
+        """monitoring.enabled=false renders no Service and no ServiceMonitor, even when asked for one."""
+        values = {"monitoring": {"enabled": False, "serviceMonitor": {"enabled": True}}}
+        kinds = {kind for kind, _ in _kinds(_render(tmp_path, values))}
+        assert set() == kinds & {"Service", "ServiceMonitor"}
+
+    def test_network_policy_from(self, tmp_path: Path) -> None:
+        """networkPolicy.from narrows who reaches the metrics port."""
+        peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+        policy = _one(_render(tmp_path, {"networkPolicy": {"from": peers}}), "NetworkPolicy")["spec"]["ingress"]
+        assert [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": peers}] == policy
+
+
+class TestNonDefaultRenderIsValid:
+    @pytest.mark.parametrize("version", supported_versions())
+    def test_validates_strictly(self, tmp_path: Path, version: str) -> None:
+        """The NRI-on, monitoring-off, digest-pinned render passes strict validation against each supported minor."""
+        objects = _render(tmp_path, files=(NRI_VALUES,))
+        assert [version] * len(objects) == [kubernetes_validate.validate(o, version, strict=True) for o in objects]
+
+    def test_checkov(self, tmp_path: Path) -> None:
+        """checkov passes the same render; with a digest and pullPolicy Always only the three uid/token skips remain."""
+        rendered = tmp_path / "rendered.yaml"
+        rendered.write_text(helm_template((NRI_VALUES,)))
+        run = subprocess.run(
+            [
+                str(checkov()),
+                "--framework",
+                "kubernetes",
+                "--skip-download",
+                "--output",
+                "json",
+                "--file",
+                str(rendered),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        report = json.loads(run.stdout)
+        failed = [(c["check_id"], c["resource"]) for c in report["results"]["failed_checks"]]
+        skipped = {c["check_id"] for c in report["results"]["skipped_checks"]}
+        assert ([], {"CKV_K8S_23", "CKV_K8S_38", "CKV_K8S_40"}) == (failed, skipped)
+
+
+class TestSchema:
+    @pytest.mark.parametrize(
+        ("values", "complaint"),
+        [
+            ({"imag": {"tag": "1"}}, "additional properties 'imag' not allowed"),
+            ({"image": {"digest": "latest"}}, "at '/image/digest'"),
+            ({"image": {"pullPolicy": "Sometimes"}}, "at '/image/pullPolicy'"),
+            ({"nri": {"enabled": "yes"}}, "at '/nri/enabled'"),
+            ({"nri": {"socket": "/run/nri.sock"}}, "additional properties 'socket' not allowed"),
+            ({"monitoring": {"serviceMonitor": {"relase": "x"}}}, "additional properties 'relase' not allowed"),
+            ({"config": {"topologyManagerPolicy": "fast"}}, "at '/config/topologyManagerPolicy'"),
+            ({"config": {"topologyManagerPolicyOption": {}}}, "additional properties 'topologyManagerPolicyOption'"),
+            ({"config": {"reconcilePeriod": 10}}, "at '/config/reconcilePeriod'"),
+            ({"config": {"nodeName": "worker-1"}}, "additional properties 'nodeName' not allowed"),
+            ({"config": {"podResourcesSocket": "/x.sock"}}, "additional properties 'podResourcesSocket' not allowed"),
+            ({"config": {"nrt": {"enable": True}}}, "additional properties 'enable' not allowed"),
+            ({"config": {"nrt": {"minInterval": 5}}}, "at '/config/nrt/minInterval'"),
+            ({"nrtCRD": {"install": "yes"}}, "at '/nrtCRD/install'"),
+            ({"config": {"cpuManagerPolicyOptions": {"full-pcpus-only": True}}}, "full-pcpus-only"),
+            ({"kubeletState": {"mountPath": "relative/dir"}}, "at '/kubeletState/mountPath'"),
+            ({"nodeSelector": {"podpin.io/enabled": True}}, "at '/nodeSelector/podpin.io~1enabled'"),
+        ],
+        ids=lambda v: json.dumps(v) if isinstance(v, dict) else "",
+    )
+    def test_refuses(self, tmp_path: Path, values: dict[str, Any], complaint: str) -> None:
+        """A wrong or unknown value fails the render with helm naming where it is."""
+        assert complaint in _schema_error(tmp_path, values)
+
+    def test_manifests_values_pass(self, tmp_path: Path) -> None:
+        """The values files the project ships render (the schema is not refusing everything)."""
+        assert [True, True] == [bool(_render(tmp_path, files=(path,))) for path in (MANIFESTS_VALUES, NRI_VALUES)]

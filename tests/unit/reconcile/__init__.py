@@ -1,0 +1,1 @@
+"""Unit tests of ``agent/reconcile`` (identity book, bundle naming, targets)."""

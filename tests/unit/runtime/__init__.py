@@ -1,0 +1,1 @@
+"""Unit tests of ``agent/runtime`` (container identity from the runtime's bundles)."""

@@ -1,0 +1,170 @@
+"""Guest scenario for ``test_runtime_e2e.py``: podpin against a real containerd 1.7 + runc, the suite as the kubelet.
+
+Steps (one VM boot, 8 vCPUs on 2 NUMA nodes; see ``runtimenode.py`` for the node):
+
+- ``runtime``: containerd starts (NRI off), the test images are imported, the guest's topology is saved.
+- ``mode_api`` then ``mode_bundle``: a fresh ``podpin run`` in that mode; the product-story pod and a classic
+  1-CPU pod are published without status (bound, not started), admitted, then started over CRI with the probe
+  image (each container prints the ``Cpus_allowed_list`` it started with); each container's status is
+  published :data:`STATUS_DELAY` s after it started. Recorded per container: the agent's planned CPUs, its
+  first view, its final ``cpuset.cpus.effective``, every ``cpuset.cpus`` value its cgroup held and when
+  (the pin window), whether its bundle existed when the cgroup appeared; the sandboxes and pod cgroups; the
+  agent's metrics. The API-mode pods are deleted at the end of their step; the bundle-mode ones keep running.
+- ``restart_agent``: one more pod whose status is never published; then podpin is SIGKILLed and started
+  again over its checkpoint: every cpuset before and after.
+- ``restart_containerd``: containerd is SIGKILLed and started again while podpin runs (the containers keep
+  running); a new pod started afterwards is named from its bundle.
+- ``delete_during_create``: a pod of three 1-CPU containers is deleted (manifest removed) right after its
+  first container started, while the kubelet stand-in is still creating the others; then torn down. The
+  agent releases it and a new pod gets its CPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.topology.codec import topology_to_dict
+from agent.topology.sysfs import read_topology
+from tests.vm import ociimage
+from tests.vm.runtimenode import MODES, RuntimeNode, container_records
+from tests.vm.runtimepods import STATUS_DELAY, cache_pod, doomed_pod, late_pod, restart_pod, story_pod
+from tests.vm.scenario import Scenario, wait_until
+
+VM_DIR = Path(os.environ.get("PODPIN_VM_DIR") or "/tmp/podpin-vm")
+SETTLE = 3.0
+"""Seconds a restarted agent gets to do its first passes before the cpusets are compared."""
+
+
+def sandboxes(node: RuntimeNode) -> dict[str, dict[str, Any]]:
+    """Per pod: its sandbox's effective set and the ``cpuset.cpus`` values it held; its pod cgroup's set."""
+    found = {}
+    for run in node.runs.values():
+        child = node.observer.child(run.sandbox_id)
+        found[run.spec.name] = {
+            "sandbox_effective": (run.sandbox_cgroup / "cpuset.cpus.effective").read_text().strip(),
+            "sandbox_values": [] if child is None else [v for _, v in child.values],
+            "pod_cpus": (run.cgroup / "cpuset.cpus").read_text().strip(),
+        }
+    return found
+
+
+def mode_step(node: RuntimeNode, mode: str, out: dict[str, Any], *, keep: bool) -> None:
+    """One agent in ``mode``, the story and cache pods started with the probe image, everything recorded."""
+    suffix = "a" if mode == "api" else "b"
+    specs = (story_pod(1, suffix=suffix), cache_pod(2, suffix=suffix))
+    out["agent"] = node.start_agent(MODES[mode])
+    plan = node.start_pods(specs, ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
+    runs = [node.runs[spec.uid] for spec in specs]
+    out["records"] = container_records(node, runs, plan)
+    wait_until(
+        "every status published",
+        lambda: len([w for w in node.status.written if w[1] in {s.uid for s in specs}]) >= 4,
+        timeout=STATUS_DELAY + 30,
+    )
+    time.sleep(0.5)
+    out["after_status"] = {f"{r['pod']}/{r['container']}": r for r in container_records(node, runs, plan)}
+    out["sandboxes"] = sandboxes(node)
+    out["plan"] = node.state()["plan"]
+    out["metrics"] = node.metrics()
+    if not keep:
+        node.delete_pods(specs)
+        node.kill_agent()
+
+
+def restart_agent_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """A pod named only by its bundle joins; podpin is SIGKILLed and restarted: nothing may move."""
+    spec = restart_pod(3)
+    plan = node.start_pods([spec], ociimage.PROBE_IMAGE, status_delay=None)
+    out["no_status"] = container_records(node, [node.runs[spec.uid]], plan)
+    before = node.cpusets()
+    node.kill_agent()
+    out["agent"] = node.start_agent(MODES["bundle"], fresh_state=False)
+    time.sleep(SETTLE)
+    out["before"], out["after"] = before, node.cpusets()
+    out["metrics"] = node.metrics()
+
+
+def restart_containerd_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """containerd crashes and comes back while podpin runs; a pod started afterwards is pinned from its bundle."""
+    before = node.cpusets()
+    pid = node.containerd.pid
+    out["containerd_restart_s"] = node.restart_containerd()
+    out["containerd_pids"] = [pid, node.containerd.pid]
+    out["before"], out["after"] = before, node.cpusets()
+    spec = late_pod(4)
+    plan = node.start_pods([spec], ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
+    out["late"] = container_records(node, [node.runs[spec.uid]], plan)
+    out["agent_running"] = node.agent is not None and node.agent.running
+    out["metrics"] = node.metrics()
+
+
+def delete_during_create_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """The doomed pod is deleted while its containers are being created; its CPUs then serve a new pod."""
+    node.delete_pods([late_pod(4), restart_pod(3), cache_pod(2, suffix="b")])
+    spec = doomed_pod(5)
+    node.status.publish(spec)
+    out["planned"] = {name: cpus for (uid, name), cpus in node.wait_admitted([spec]).items() if uid == spec.uid}
+    cgroup = node.cri.create_pod_cgroup(spec)
+    node.observer.watch_pod(cgroup)
+    run = node.cri.run_sandbox(spec, cgroup)
+    node.runs[spec.uid] = run
+    node.cri.create_container(run, "c0", ociimage.SLEEP_IMAGE)
+    node.cri.start_container(run, "c0")
+    deleted = threading.Thread(target=node.status.forget, args=(spec,))
+    deleted.start()
+    for name in ("c1", "c2"):
+        node.cri.create_container(run, name, ociimage.SLEEP_IMAGE)
+        node.cri.start_container(run, name)
+    deleted.join()
+    out["children_effective"] = {
+        name: (run.container_cgroup(name) / "cpuset.cpus.effective").read_text().strip() for name in run.containers
+    }
+    node.delete_pod(spec)
+    out["pod_cgroup_removed"] = not cgroup.exists()
+    wait_until(
+        "the doomed pod released", lambda: spec.uid not in {p["uid"] for p in node.state()["plan"]["pods"]}, timeout=30
+    )
+    out["shared_pool_after"] = node.state()["plan"]["node"]["shared_pool"]
+    fresh = cache_pod(6, suffix="c")
+    plan = node.start_pods([fresh], ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
+    out["fresh"] = container_records(node, [node.runs[fresh.uid]], plan)
+    out["agent_running"] = node.agent is not None and node.agent.running
+    events = node.agent_events()
+    out["released"] = [e.get("pod") for e in events if e.get("event") == "pod.released"]
+    out["errors"] = [e for e in events if e.get("event") in ("cgroup.error", "runtime.identity_error")]
+    out["vanished"] = len([e for e in events if e.get("event") == "cgroup.vanished"])
+    out["metrics"] = node.metrics()
+
+
+def main() -> int:
+    """Every step in order; the node is torn down at the end whatever failed."""
+    sc = Scenario.from_argv("runtime")
+    node = RuntimeNode(sc.workdir, VM_DIR)
+    try:
+        with sc.step("runtime") as out:
+            out.update(node.start_runtime(nri=False))
+            topology = topology_to_dict(read_topology(Path("/sys")))
+            (sc.workdir / "topology.json").write_text(json.dumps(topology, indent=1))
+        with sc.step("mode_api") as out:
+            mode_step(node, "api", out, keep=False)
+        with sc.step("mode_bundle") as out:
+            mode_step(node, "bundle", out, keep=True)
+        with sc.step("restart_agent") as out:
+            restart_agent_step(node, out)
+        with sc.step("restart_containerd") as out:
+            restart_containerd_step(node, out)
+        with sc.step("delete_during_create") as out:
+            delete_during_create_step(node, out)
+    finally:
+        node.close()
+    status: int = sc.finish()
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""podpin against a real containerd 1.7 + runc in the VM, the suite playing the kubelet over CRI.
+
+One VM boot (8 vCPUs, 2 NUMA nodes) runs ``scenario_runtime.py`` (see its docstring for the steps). The
+expected CPUs come from ``podpin plan`` run here on the host with the guest's topology and the agent's
+configuration; everything else is what the kernel reported in the guest: the ``Cpus_allowed_list`` each
+container printed as its first action, each cgroup's ``cpuset.cpus.effective``, and every value its
+``cpuset.cpus`` held from the moment runc created it.
+
+The two modes differ in one thing: what may tell podpin who a new container is. ``bundle``: containerd's
+OCI bundle (``--runtime-root /``); ``api``: only the pod status, which the scenario publishes 2 s after
+each container started (the API lag). Exclusive containers show the difference: in API mode they start on
+their pod's interim set and are moved seconds later; in bundle mode they start on their own CPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.cpuset import CPUSet
+from tests.vm import harness, ociimage
+from tests.vm.harness import GuestRun, Step, VMConfig
+from tests.vm.planexpect import interim_sets, planned_cpus, pod_key, run_plan
+from tests.vm.runtimepods import STATUS_DELAY, cache_pod, doomed_pod, story_pod
+
+runtime = harness.scenario_fixture(
+    "scenario_runtime.py", VMConfig(cpus=8, nodes=2, timeout_s=900), env={"VM_ENV": "PODPIN_VM_DIR"}
+)
+
+MODES = ("api", "bundle")
+EXCLUSIVE = {("trading-engine", "database"), ("cache", "main")}
+"""(pod name without its mode suffix, container) of the containers with exclusive CPUs."""
+
+
+def _specs(mode: str) -> tuple[Any, Any]:
+    suffix = "a" if mode == "api" else "b"
+    return (story_pod(1, suffix=suffix), cache_pod(2, suffix=suffix))
+
+
+def _base(pod: str) -> str:
+    return pod.rsplit("-", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def plans(runtime: GuestRun, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mapping[str, Any]]:
+    """Per mode: ``podpin plan`` on the host of that mode's two pods, with the guest's topology and config."""
+    runtime.step("runtime")
+    directory = tmp_path_factory.mktemp("runtime-plan")
+    result = {}
+    for mode in MODES:
+        manifests = []
+        for spec in _specs(mode):
+            path = directory / f"{mode}-{spec.file_name}"
+            path.write_text(yaml.safe_dump(spec.manifest(started=())))
+            manifests.append(path)
+        result[mode] = run_plan(runtime.workdir / "topology.json", runtime.workdir / "config.yaml", manifests)
+    return result
+
+
+def _records(step: Step, key: str = "records") -> dict[tuple[str, str], Mapping[str, Any]]:
+    values = step[key]
+    rows = values.values() if isinstance(values, Mapping) else values
+    return {(_base(r["pod"]), r["container"]): r for r in rows}
+
+
+def _planned(plan: Mapping[str, Any], mode: str) -> dict[tuple[str, str], str]:
+    cpus = planned_cpus(plan, _specs(mode))
+    return {(_base(pod.split("/")[1]), name): value for pod, names in cpus.items() for name, value in names.items()}
+
+
+def test_containerd_serves_cri(runtime: GuestRun) -> None:
+    """containerd 1.7 from Debian 13 with Debian 12's runc answers CRI v1 in the guest; the images are local."""
+    step = runtime.step("runtime")
+    actual = (step["runtime"].startswith("containerd 1.7."), step["runtime_api"], step["images"])
+    assert (True, "v1", sorted(i.ref for i in ociimage.IMAGES)) == actual, step.explain
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bundle_exists_before_the_cgroup(runtime: GuestRun, mode: str) -> None:
+    """containerd writes each container's ``config.json`` before runc creates its cgroup (what bundle naming uses)."""
+    step = runtime.step(f"mode_{mode}")
+    actual = {key: r["bundle_at_appearance"] for key, r in _records(step).items()}
+    assert dict.fromkeys(actual, True) == actual, step.explain
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_agent_plans_what_podpin_plan_says(runtime: GuestRun, plans: dict[str, Any], mode: str) -> None:
+    """The running agent's CPUs for each container equal ``podpin plan``'s for the same pods on this topology."""
+    step = runtime.step(f"mode_{mode}")
+    actual = {key: r["planned"] for key, r in _records(step).items()}
+    assert _planned(plans[mode], mode) == actual, step.explain
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_final_effective_set_is_the_plan(runtime: GuestRun, plans: dict[str, Any], mode: str) -> None:
+    """Once the statuses are in, every container's ``cpuset.cpus.effective`` is its planned set."""
+    step = runtime.step(f"mode_{mode}")
+    actual = {key: r["effective"] for key, r in _records(step, "after_status").items()}
+    assert _planned(plans[mode], mode) == actual, step.explain
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sandbox_runs_on_the_interim_set(runtime: GuestRun, plans: dict[str, Any], mode: str) -> None:
+    """Each sandbox (pause) container runs on its pod's interim set: the pod shared pool, else the node's."""
+    step = runtime.step(f"mode_{mode}")
+    interim = interim_sets(plans[mode], _specs(mode))
+    expected = {pod_key(spec).split("/")[1]: interim[pod_key(spec)] for spec in _specs(mode)}
+    actual = {pod: values["sandbox_effective"] for pod, values in step["sandboxes"].items()}
+    assert expected == actual, step.explain
+
+
+def test_bundle_mode_every_container_starts_on_its_final_set(runtime: GuestRun) -> None:
+    """Named from its bundle, each container's first ``Cpus_allowed_list`` already is its planned set."""
+    step = runtime.step("mode_bundle")
+    actual = {key: r["first_view"] for key, r in _records(step).items()}
+    assert {key: r["planned"] for key, r in _records(step).items()} == actual, step.explain
+
+
+def test_bundle_mode_pins_before_the_status_arrives(runtime: GuestRun) -> None:
+    """Every container holds its planned set before its status is published, and the agent counts each pin as
+    named by the bundle (none by the status)."""
+    step = runtime.step("mode_bundle")
+    after = _records(step, "after_status").values()
+    early = {(r["pod"], r["container"]): r["window_ms"] < r["status_after_ms"] for r in after}
+    pins = (
+        step["metrics"]['podpin_container_pins_total{source="bundle"}'],
+        step["metrics"]['podpin_container_pins_total{source="status"}'],
+    )
+    assert (dict.fromkeys(early, True), (4.0, 0.0)) == (early, pins), step.explain
+
+
+def test_api_mode_exclusive_containers_start_on_the_interim_set(runtime: GuestRun, plans: dict[str, Any]) -> None:
+    """Named only by the pod status, an exclusive container starts on its pod's interim set, not its own CPUs."""
+    step = runtime.step("mode_api")
+    interim = interim_sets(plans["api"], _specs("api"))
+    by_pod = {pod_key(spec).split("/")[1]: interim[pod_key(spec)] for spec in _specs("api")}
+    records = _records(step)
+    actual = {key: records[key]["first_view"] for key in EXCLUSIVE}
+    expected = {key: by_pod[f"{key[0]}-a"] for key in EXCLUSIVE}
+    assert expected == actual, step.explain
+
+
+def test_api_mode_pins_only_after_the_status(runtime: GuestRun) -> None:
+    """Without bundles an exclusive container reaches its set only after its status (2 s after its start),
+    and every pin is counted as named by the status."""
+    step = runtime.step("mode_api")
+    records = _records(step, "after_status")
+    late = all(
+        records[key]["window_ms"] >= max(STATUS_DELAY * 1000, records[key]["status_after_ms"]) for key in EXCLUSIVE
+    )
+    pins = (
+        step["metrics"]['podpin_container_pins_total{source="bundle"}'],
+        step["metrics"]['podpin_container_pins_total{source="status"}'],
+    )
+    assert (True, (0.0, 4.0)) == (late, pins), step.explain
+
+
+class TestAgentRestart:
+    """podpin SIGKILLed and restarted while containers run (one of them named only by its bundle)."""
+
+    def test_container_without_status_is_pinned(self, runtime: GuestRun) -> None:
+        """The pod whose status is never published runs on its planned CPU from its first instruction."""
+        step = runtime.step("restart_agent")
+        [record] = step["no_status"]
+        assert (record["planned"], record["planned"]) == (record["first_view"], record["effective"]), step.explain
+
+    def test_nothing_moves(self, runtime: GuestRun) -> None:
+        """Every pod cgroup, sandbox and container holds the same effective set after the restart."""
+        step = runtime.step("restart_agent")
+        assert step["before"] == step["after"], step.explain
+
+
+class TestContainerdRestart:
+    """containerd SIGKILLed and restarted while podpin runs."""
+
+    def test_nothing_moves(self, runtime: GuestRun) -> None:
+        """The running containers keep their sets; a new containerd process serves; the agent keeps running."""
+        step = runtime.step("restart_containerd")
+        pids = step["containerd_pids"]
+        actual = (step["before"] == step["after"], pids[0] != pids[1], step["agent_running"])
+        assert (True, True, True) == actual, step.explain
+
+    def test_new_pod_is_named_from_its_bundle(self, runtime: GuestRun) -> None:
+        """A pod started after the restart starts on its planned CPU (the new containerd's bundle names it)."""
+        step = runtime.step("restart_containerd")
+        [record] = step["late"]
+        assert (record["planned"], record["planned"]) == (record["first_view"], record["effective"]), step.explain
+
+
+class TestDeleteDuringCreate:
+    """A pod deleted while the kubelet stand-in is still creating its containers."""
+
+    def test_released_without_errors(self, runtime: GuestRun) -> None:
+        """The agent releases the pod, reports no cgroup or identity error, and keeps running."""
+        step = runtime.step("delete_during_create")
+        actual = (doomed_pod(5).name in step["released"], step["errors"], step["agent_running"])
+        assert (True, [], True) == actual, step.explain
+
+    def test_its_cpus_serve_a_new_pod(self, runtime: GuestRun) -> None:
+        """The pod cgroup is gone and a new pod is pinned to a CPU the deleted pod had."""
+        step = runtime.step("delete_during_create")
+        [fresh] = step["fresh"]
+        doomed = CPUSet().union(*(CPUSet.parse(c) for c in step["planned"].values()))
+        actual = (step["pod_cgroup_removed"], CPUSet.parse(fresh["planned"]) <= doomed, fresh["effective"])
+        assert (True, True, fresh["planned"]) == actual, step.explain

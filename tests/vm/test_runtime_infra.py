@@ -1,0 +1,231 @@
+"""The real-runtime harness's own parts, checked on the host (no VM boot): the CRI proto and its generated code,
+the local OCI images, containerd's generated configuration, the CRI log reader, the manifests with runtime ids
+and the delayed status writer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.cpuset import CPUSet
+from agent.pods.model import pod_from_dict
+from tests.vm import ociimage
+from tests.vm.containerd import ContainerdConfig
+from tests.vm.cri import cri_api_pb2 as pb
+from tests.vm.crikubelet import first_view, log_lines, pod_cgroup_name, probe_uptime
+from tests.vm.runtimenode import StatusWriter
+from tests.vm.runtimepods import cache_pod, manifest, story_pod
+
+CRI = Path(__file__).resolve().parent / "cri"
+
+
+def test_generated_code_matches_the_proto(tmp_path: Path) -> None:
+    """Regenerating from ``cri_api.proto`` with the pinned grpcio-tools gives exactly the committed files."""
+    out = tmp_path / "out"
+    out.mkdir()
+    command = [sys.executable, "-m", "grpc_tools.protoc", f"-I{CRI}", f"--python_out={out}", f"--pyi_out={out}"]
+    proc = subprocess.run([*command, str(CRI / "cri_api.proto")], capture_output=True, text=True, check=False)
+    assert 0 == proc.returncode, proc.stderr
+    names = ("cri_api_pb2.py", "cri_api_pb2.pyi")
+    assert [(CRI / n).read_text() for n in names] == [(out / n).read_text() for n in names]
+
+
+@pytest.mark.parametrize(
+    ("message", "field", "number"),
+    [
+        ("PodSandboxConfig", "metadata", 1),
+        ("PodSandboxConfig", "log_directory", 3),
+        ("PodSandboxConfig", "linux", 8),
+        ("LinuxPodSandboxConfig", "cgroup_parent", 1),
+        ("LinuxSandboxSecurityContext", "namespace_options", 1),
+        ("NamespaceOption", "network", 1),
+        ("PodSandboxMetadata", "uid", 2),
+        ("ContainerConfig", "image", 2),
+        ("ContainerConfig", "log_path", 11),
+        ("ContainerConfig", "linux", 15),
+        ("LinuxContainerResources", "cpu_quota", 2),
+        ("LinuxContainerResources", "cpuset_cpus", 6),
+        ("CreateContainerRequest", "sandbox_config", 3),
+        ("StopContainerRequest", "timeout", 2),
+    ],
+)
+def test_wire_field_numbers(message: str, field: str, number: int) -> None:
+    """Field numbers are cri-api's ``runtime.v1`` ones (what containerd decodes)."""
+    assert number == pb.DESCRIPTOR.message_types_by_name[message].fields_by_name[field].number
+
+
+def test_service_and_enum_names() -> None:
+    """The gRPC service is ``runtime.v1.RuntimeService`` with the eight calls used; NODE is namespace mode 2."""
+    service = pb.DESCRIPTOR.services_by_name["RuntimeService"]
+    methods = sorted(service.methods_by_name)
+    expected = sorted(
+        [
+            "Version",
+            "RunPodSandbox",
+            "StopPodSandbox",
+            "RemovePodSandbox",
+            "CreateContainer",
+            "StartContainer",
+            "StopContainer",
+            "RemoveContainer",
+        ]
+    )
+    assert ("runtime.v1.RuntimeService", expected, 2) == (service.full_name, methods, pb.NODE)
+
+
+class TestImages:
+    """The OCI image layout built from a (fake) busybox binary."""
+
+    FAKE_BUSYBOX = b"\x7fELF fake busybox"
+
+    def test_index_names_every_image(self) -> None:
+        """``index.json`` lists one manifest per image, named by ``io.containerd.image.name``."""
+        files = ociimage.build_layout(self.FAKE_BUSYBOX)
+        index = json.loads(files["index.json"])
+        names = [m["annotations"]["io.containerd.image.name"] for m in index["manifests"]]
+        assert [i.ref for i in ociimage.IMAGES] == names
+
+    def test_blobs_are_content_addressed(self) -> None:
+        """Every blob's name is its sha256 and each manifest's digests and sizes point at real blobs."""
+        files = ociimage.build_layout(self.FAKE_BUSYBOX)
+        blobs = {name.split("/")[-1]: data for name, data in files.items() if name.startswith("blobs/")}
+        problems = [name for name, data in blobs.items() if hashlib.sha256(data).hexdigest() != name]
+        for entry in json.loads(files["index.json"])["manifests"]:
+            manifest_doc = json.loads(blobs[entry["digest"].split(":")[1]])
+            problems.extend(
+                ref["digest"]
+                for ref in (manifest_doc["config"], *manifest_doc["layers"])
+                if len(blobs.get(ref["digest"].split(":")[1], b"")) != ref["size"]
+            )
+        assert [] == problems
+
+    def test_layer_and_entrypoints(self) -> None:
+        """One shared layer holds busybox and its applets; the probe's entrypoint prints its first view first."""
+        files = ociimage.build_layout(self.FAKE_BUSYBOX)
+        index = json.loads(files["index.json"])
+        blobs = {name.split("/")[-1]: data for name, data in files.items() if name.startswith("blobs/")}
+        entrypoints: dict[str, list[str]] = {}
+        layers: set[str] = set()
+        for entry in index["manifests"]:
+            manifest_doc = json.loads(blobs[entry["digest"].split(":")[1]])
+            config = json.loads(blobs[manifest_doc["config"]["digest"].split(":")[1]])
+            entrypoints[entry["annotations"]["io.containerd.image.name"]] = config["config"]["Entrypoint"]
+            layers.update(layer["digest"] for layer in manifest_doc["layers"])
+        [layer] = layers
+        with tarfile.open(fileobj=io.BytesIO(blobs[layer.split(":")[1]])) as tar:
+            busybox = tar.extractfile("bin/busybox")
+            content = busybox.read() if busybox is not None else b""
+            sh = tar.getmember("bin/sh").linkname
+        probe = entrypoints[ociimage.PROBE_IMAGE.ref]
+        assert (self.FAKE_BUSYBOX, "busybox", ["/bin/sh", "-c"], True) == (
+            content,
+            sh,
+            probe[:2],
+            probe[2].startswith("while read -r k v; do"),
+        )
+
+    def test_deterministic(self, tmp_path: Path) -> None:
+        """The same busybox gives byte-identical tarballs (stable digests)."""
+        busybox = tmp_path / "busybox"
+        busybox.write_bytes(self.FAKE_BUSYBOX)
+        first = ociimage.write_image_tarball(busybox, tmp_path / "a.tar").read_bytes()
+        second = ociimage.write_image_tarball(busybox, tmp_path / "b.tar").read_bytes()
+        assert hashlib.sha256(first).hexdigest() == hashlib.sha256(second).hexdigest()
+
+
+@pytest.mark.parametrize("nri", [False, True])
+def test_containerd_config(nri: bool) -> None:
+    """Everything containerd writes is moved to /tmp and /run; the NRI section follows the switch."""
+    config = tomllib.loads(ContainerdConfig(runtime_bin=Path("/vm/runtime/bin"), nri=nri).toml())
+    cri = config["plugins"]["io.containerd.grpc.v1.cri"]
+    runc = cri["containerd"]["runtimes"]["runc"]
+    actual = {
+        "root": config["root"],
+        "state": config["state"],
+        "address": config["grpc"]["address"],
+        "nri_disabled": config["plugins"]["io.containerd.nri.v1.nri"]["disable"],
+        "nri_socket": config["plugins"]["io.containerd.nri.v1.nri"]["socket_path"],
+        "snapshotter": cri["containerd"]["snapshotter"],
+        "systemd_cgroup": runc["options"]["SystemdCgroup"],
+        "runc": runc["options"]["BinaryName"],
+        "cni": (cri["cni"]["bin_dir"], cri["cni"]["conf_dir"]),
+        "sandbox_image": cri["sandbox_image"],
+    }
+    expected = {
+        "root": "/tmp/ctrd/root",
+        "state": "/run/containerd",
+        "address": "/run/containerd/containerd.sock",
+        "nri_disabled": not nri,
+        "nri_socket": "/var/run/nri/nri.sock",
+        "snapshotter": "native",
+        "systemd_cgroup": False,
+        "runc": "/vm/runtime/bin/runc",
+        "cni": ("/tmp/ctrd/cni-bin", "/tmp/ctrd/cni-conf"),
+        "sandbox_image": "podpin.local/pause:1",
+    }
+    assert expected == actual
+
+
+def test_cri_log_first_view(tmp_path: Path) -> None:
+    """The probe's first view and uptime are read from a CRI-format log (timestamp, stream, tag, line)."""
+    log = tmp_path / "0.log"
+    log.write_text(
+        "2026-01-01T00:00:00.000000001Z stdout F podpin-probe first-view 2-3,6\n"
+        "2026-01-01T00:00:00.000000002Z stdout F podpin-probe uptime 30.15\n"
+        "2026-01-01T00:00:00.000000003Z stderr F something else\n"
+    )
+    actual = (first_view(log), probe_uptime(log), log_lines(log)[1:], first_view(tmp_path / "missing.log"))
+    assert (CPUSet.parse("2-3,6"), 30.15, ["podpin-probe uptime 30.15", "something else"], None) == actual
+
+
+def test_pod_cgroup_names() -> None:
+    """The kubelet's cgroupfs layout: Guaranteed pods directly under kubepods."""
+    assert "kubepods/pod5b0c1d2e-3f40-4a51-8b62-7c83d94ea5f0" == pod_cgroup_name(cache_pod())
+
+
+def test_manifest_names_the_runtime_ids() -> None:
+    """A manifest carries the runtime's own container ids for the containers reported so far, sidecars too."""
+    spec = story_pod()
+    ids = {"database": "d" * 64, "envoy": "e" * 64}
+    view = pod_from_dict(manifest(spec, ids))
+    actual = {c.name: c.container_id for c in view.all_containers}
+    expected = {"envoy": f"containerd://{'e' * 64}", "log-collector": None, "database": f"containerd://{'d' * 64}"}
+    assert (expected, None) == (actual, pod_from_dict(manifest(spec, {})).all_containers[0].container_id)
+
+
+def test_status_writer_publishes_late_and_forgets_deleted_pods(tmp_path: Path) -> None:
+    """Statuses appear when due; a deleted pod's manifest is removed and its pending statuses dropped."""
+    writer = StatusWriter(tmp_path)
+    writer.start()
+    kept, deleted = cache_pod(suffix="1"), cache_pod(suffix="2")
+    try:
+        for spec in (kept, deleted):
+            writer.publish(spec)
+        now = time.monotonic()
+        writer.schedule(kept, "main", "a" * 64, now)
+        writer.schedule(deleted, "main", "b" * 64, now + 0.3)
+        writer.forget(deleted)
+        deadline = time.monotonic() + 5
+        while not writer.written and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.4)
+    finally:
+        writer.stop()
+    kept_doc = yaml.safe_load((tmp_path / kept.file_name).read_text())
+    actual = (
+        [c["containerID"] for c in kept_doc["status"]["containerStatuses"]],
+        (tmp_path / deleted.file_name).exists(),
+        [w[1] for w in writer.written],
+    )
+    assert ([f"containerd://{'a' * 64}"], False, [kept.uid]) == actual
