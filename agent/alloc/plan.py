@@ -46,6 +46,7 @@ __all__ = [
     "ContainerPlan",
     "ContainerRequest",
     "DesiredValues",
+    "DeviceAlignment",
     "NUMAFree",
     "Plan",
     "PodPlan",
@@ -63,6 +64,19 @@ class Pool(StrEnum):
     EXCLUSIVE = "exclusive"
     POD_SHARED = "pod_shared"
     NODE_SHARED = "node_shared"
+
+
+class DeviceAlignment(StrEnum):
+    """Whether a container's CPUs sit on its devices' NUMA nodes (plans, ``podpin simulate``).
+
+    ``aligned``: every NUMA node of its CPUs is one a device of it is attached
+    to; ``unaligned``: some CPU is on another node; ``no_numa``: its devices
+    report no NUMA node, so there is nothing to align to.
+    """
+
+    ALIGNED = "aligned"
+    UNALIGNED = "unaligned"
+    NO_NUMA = "no_numa"
 
 
 class AssignmentType(StrEnum):
@@ -198,6 +212,16 @@ class ContainerPlan:
     def device_numa(self) -> tuple[int, ...]:
         """The NUMA nodes of the container's devices, ascending (empty: no device, or none reports one)."""
         return tuple(sorted({node for group in self.devices for node in group.numa}))
+
+    @property
+    def device_alignment(self) -> DeviceAlignment | None:
+        """How its CPUs sit against its devices (None: it holds no device, or runs on no CPU)."""
+        if not self.devices or not self.numa:
+            return None
+        device_numa = self.device_numa
+        if not device_numa:
+            return DeviceAlignment.NO_NUMA
+        return DeviceAlignment.ALIGNED if set(self.numa) <= set(device_numa) else DeviceAlignment.UNALIGNED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
