@@ -143,6 +143,26 @@ class Reporter:
             event_message(f"{message}; {request}" if request else message),
         )
 
+    def devices_unknown(self, decision: Decision, problem: str, waited: float) -> None:
+        """A pod admitted without device hints: its devices were not known within ``deviceWaitTimeout``."""
+        self.metrics.devices_unknown.inc()
+        self.log.warning(
+            "pod.devices_unknown",
+            namespace=decision.namespace,
+            pod=decision.name,
+            uid=decision.uid,
+            waited_seconds=round(waited, 3),
+            problem=problem,
+        )
+        self._warn_once(
+            _ref(decision),
+            "PodpinDevicesUnknown",
+            event_message(
+                f"podpin placed the pod's CPUs without knowing its devices ({problem}, after {waited:.1f}s): "
+                "its exclusive CPUs may not sit on its devices' NUMA nodes"
+            ),
+        )
+
     def released(self, record: PodRecord) -> None:
         self._pinned.discard(record.uid)
         self.log.info("pod.released", namespace=record.namespace, pod=record.name, uid=record.uid)
