@@ -115,6 +115,13 @@ class Reporter:
             fields["containers"] = {
                 c.name: {"pool": c.pool, "cpus": str(c.cpus), "reason": reason_text(c.reason)} for c in plan.containers
             }
+            devices = {
+                c.name: {"numa": list(c.device_numa), "alignment": c.device_alignment}
+                for c in plan.containers
+                if c.devices
+            }
+            if devices:
+                fields["devices"] = devices
         if decision.kept_observed:
             fields["kept_running_cpus"] = list(decision.kept_observed)
         self.log.info("pod.admitted", namespace=decision.namespace, pod=decision.name, uid=decision.uid, **fields)

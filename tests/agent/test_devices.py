@@ -53,15 +53,17 @@ def _admitted(agent: Any, raw: dict[str, Any]) -> bool:
 
 
 def test_gpu_on_numa1_pins_the_container_to_numa1(tmp_path: Any, kubelet: PodResourcesEmulator) -> None:
-    """Devices known at once: the container's exclusive CPUs come from its GPU's NUMA node."""
+    """Devices known at once: the exclusive CPUs come from its GPU's NUMA node; ``pod.admitted`` says aligned."""
     pod = gpu_pod()
     kubelet.set_pod("default", "trainer", {"train": [(GPU, ("gpu1",), (1,))]})
     node = node_with(tmp_path, kubelet, "5s")
     node.add_pod(pod)
     path = node.container_cgroup(pod, "train")
-    with running(node.agent()) as agent:
+    with capture_logs() as logs, running(node.agent()) as agent:
         wait_until(lambda: node.read(path) not in ("", "0-31"), what="the container pinned")
         assert (True, True) == (_admitted(agent, pod), CPUSet.parse(node.read(path)) <= NUMA1)
+    admitted = lines(logs, "pod.admitted", pod="trainer")
+    assert [{"train": {"numa": [1], "alignment": "aligned"}}] == [entry["devices"] for entry in admitted]
 
 
 def test_devices_named_late_are_waited_for(tmp_path: Any, kubelet: PodResourcesEmulator) -> None:
