@@ -118,6 +118,7 @@ class AgentConfig:
     nrt: NRTSettings
     nri: NRIConfig
     assumed: tuple[str, ...] = ()
+    device_wait_timeout: float = 5.0
 
 
 Parser = Callable[[str, Any], Any]
@@ -197,6 +198,13 @@ def _positive_seconds(key: str, value: Any) -> float:
     period = _duration(key, value)
     if period <= timedelta(0):
         raise ConfigError(f"{key}: {short_repr(value)} must be positive")
+    return period.total_seconds()
+
+
+def _non_negative_seconds(key: str, value: Any) -> float:
+    period = _duration(key, value)
+    if period < timedelta(0):
+        raise ConfigError(f"{key}: {short_repr(value)} must not be negative")
     return period.total_seconds()
 
 
@@ -488,6 +496,13 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _path,
         str(DEFAULT_SOCKET),
         "the kubelet's PodResources API: which devices each container holds (read on nodes with devices)",
+    ),
+    _key(
+        "deviceWaitTimeout",
+        "device_wait_timeout",
+        _non_negative_seconds,
+        "5s",
+        "how long a pod requesting devices waits for PodResources to name them before it is admitted without",
     ),
     _key(
         "nrt",

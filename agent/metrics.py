@@ -293,6 +293,7 @@ class AgentMetrics:
             idle one, for a newer client; ``deadline``: too slow; ``too_large``: a request head over the limit).
         container_pins: new container cgroups pinned to their planned set, by the ``source`` that named them.
         runtime_identity_errors: container bundles that could not name their container, by ``reason``.
+        devices_unknown: pods admitted without device hints, their devices unknown within ``deviceWaitTimeout``.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -353,6 +354,10 @@ class AgentMetrics:
             "reason",
         )
         self.source_errors = counter("source_errors", "Failures of the pod source.")
+        self.devices_unknown = counter(
+            "devices_unknown",
+            "Pods admitted without device hints: their devices were not known within deviceWaitTimeout.",
+        )
         self.checkpoint_write_errors = counter(
             "checkpoint_write_errors", "Failed checkpoint saves, by errno name (retried on every pass).", "errno"
         )

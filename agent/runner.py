@@ -50,6 +50,7 @@ from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
 from agent.nrt.publisher import nrt_publisher_for
+from agent.reconcile.devices import device_gate_for
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
@@ -160,6 +161,9 @@ class Agent:
             dry_run=self.config.dry_run,
             rebuild=rebuild,
             bundles=BundleReader(self.config.runtime_root),
+            devices=device_gate_for(
+                self.config.pod_resources_socket, self.config.device_wait_timeout, self.config.node_name
+            ),
         )
         self.source = self._source(api)
         self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)

@@ -1,8 +1,9 @@
 """The allocation core: who gets which CPUs and memory, decided exactly as the kubelet's managers decide.
 
 The counterpart of the kubelet's ``pkg/kubelet/cm`` resource managers, with the
-same split: :mod:`.cpumanager`, :mod:`.memorymanager` and
-:mod:`.topologymanager`, plus :mod:`.admission` (the topology manager's
+same split: :mod:`.cpumanager`, :mod:`.memorymanager`, :mod:`.devicemanager`
+(hints from the devices the kubelet gave a pod; the values in :mod:`.devices`)
+and :mod:`.topologymanager`, plus :mod:`.admission` (the topology manager's
 container and pod scopes), :mod:`.state` (the node state and its checkpoint
 codec) and the :class:`Planner` on top, which is the whole API the shell needs:
 build it from a topology and a :class:`PlannerConfig`, ``admit`` and
@@ -15,6 +16,7 @@ same topology, configuration and pods, the planner returns the same plan.
 """
 
 from agent.alloc.cpumanager import CPU_POLICY_OPTIONS, CPUManagerPolicy, CPUPolicyOptions, parse_cpu_policy_options
+from agent.alloc.devices import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup, PodDevices
 from agent.alloc.errors import (
     AllocationError,
     CheckpointError,
@@ -32,6 +34,7 @@ from agent.alloc.plan import (
     ContainerPlan,
     ContainerRequest,
     DesiredValues,
+    DeviceAlignment,
     NUMAFree,
     Plan,
     PodPlan,
@@ -62,6 +65,7 @@ from agent.alloc.trace import AdmissionTrace, MergeStep, ResourceHints
 
 __all__ = [
     "AdmissionTrace",
+    "AllocatableDevices",
     "CHECKPOINT_VERSION",
     "CPU_POLICY_OPTIONS",
     "TOPOLOGY_POLICY_OPTIONS",
@@ -70,10 +74,14 @@ __all__ = [
     "CPUManagerPolicy",
     "CPUPolicyOptions",
     "CheckpointError",
+    "ContainerKey",
     "ContainerPlan",
     "ContainerRequest",
     "Decision",
+    "DeviceAssignments",
+    "DeviceGroup",
     "DesiredValues",
+    "DeviceAlignment",
     "EmptyPodSharedPoolError",
     "MemoryManagerPolicy",
     "MergeStep",
@@ -86,6 +94,7 @@ __all__ = [
     "Planner",
     "PlannerConfig",
     "PlannerError",
+    "PodDevices",
     "PodPlan",
     "PodRecord",
     "Pool",

@@ -9,6 +9,11 @@ The kubelet's topology manager admits a pod through a scope:
   every container, then allocate each container (classic pods) or the whole pod
   at once (KEP-5526 pods: ``AllocatePod``).
 
+The providers are the CPU manager, the memory manager (``Static``) and the
+device manager, which is asked only when the pod's devices are known
+(:class:`~agent.alloc.devicemanager.PodDevices`): a pod without devices costs
+what it cost before devices existed, and gets the same answer.
+
 :func:`admit_pod` does that over working copies of the CPU and memory states;
 the planner keeps the copies only when it returns. Any provider error is
 turned into the kubelet's typed admission error here, so callers see only
@@ -22,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.alloc.cpumanager import CPUState, PodCPUAllocation, StaticCPUPolicy
+from agent.alloc.devicemanager import DeviceManager
+from agent.alloc.devices import PodDevices
 from agent.alloc.errors import AllocationError, PlacementError, TopologyAffinityError, UnexpectedAdmissionError
 from agent.alloc.memorymanager import MemoryState, StaticMemoryPolicy
 from agent.alloc.topologymanager import (
@@ -42,10 +49,15 @@ POD_LEVEL_REJECTION = "Pod Scope pod with pod-level resources failed admission u
 
 @dataclass(frozen=True, slots=True)
 class Providers:
-    """The hint providers of one node: the CPU policy, and the memory policy when it is ``Static``."""
+    """The hint providers of one node: the CPU policy, the memory policy when it is ``Static``, the device manager."""
 
     cpu: StaticCPUPolicy | None
     memory: StaticMemoryPolicy | None
+    devices: DeviceManager | None = None
+
+
+Named = list[tuple[str, CompactProviderHints]]
+"""Each provider's hints with the provider's name (``cpu``, ``memory``, ``device``), in the kubelet's order."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,37 +79,47 @@ def _wrap(error: PlacementError) -> PlacementError:
 
 
 def _container_hints(
-    providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView, container: ContainerView
-) -> list[CompactProviderHints]:
-    hints: list[CompactProviderHints] = []
+    providers: Providers,
+    cpu: CPUState,
+    memory: MemoryState,
+    pod: PodView,
+    container: ContainerView,
+    devices: PodDevices | None,
+) -> Named:
+    hints: Named = []
     if providers.cpu is not None:
-        hints.append(providers.cpu.container_hints(cpu, pod, container))
+        hints.append(("cpu", providers.cpu.container_hints(cpu, pod, container)))
     if providers.memory is not None:
-        hints.append(providers.memory.container_hints(memory, pod, container))
+        hints.append(("memory", providers.memory.container_hints(memory, pod, container)))
+    if providers.devices is not None and devices is not None:
+        found = providers.devices.container_hints(container, devices)
+        if found:
+            hints.append(("device", found))
     return hints
 
 
-def _pod_hints(providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView) -> list[CompactProviderHints]:
-    hints: list[CompactProviderHints] = []
+def _pod_hints(
+    providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView, devices: PodDevices | None
+) -> Named:
+    hints: Named = []
     if providers.cpu is not None:
-        hints.append(providers.cpu.pod_hints(cpu, pod))
+        hints.append(("cpu", providers.cpu.pod_hints(cpu, pod)))
     if providers.memory is not None:
-        hints.append(providers.memory.pod_hints(memory, pod))
+        hints.append(("memory", providers.memory.pod_hints(memory, pod)))
+    if providers.devices is not None and devices is not None:
+        found = providers.devices.pod_hints(pod, devices)
+        if found:
+            hints.append(("device", found))
     return hints
 
 
 def _merge(
-    policy: TopologyPolicy,
-    providers: Providers,
-    hints: list[CompactProviderHints],
-    container: str | None,
-    steps: list[MergeStep] | None,
+    policy: TopologyPolicy, hints: Named, container: str | None, steps: list[MergeStep] | None
 ) -> tuple[TopologyHint, bool]:
     """The policy's merge of these hints, recorded in ``steps`` when a walk-through was asked for."""
-    best, admit = policy.merge(hints)
+    best, admit = policy.merge([given for _, given in hints])
     if steps is not None:
-        names = [name for name, provider in (("cpu", providers.cpu), ("memory", providers.memory)) if provider]
-        found = tuple(entry for name, given in zip(names, hints, strict=True) for entry in resource_hints(name, given))
+        found = tuple(entry for name, given in hints for entry in resource_hints(name, given))
         steps.append(MergeStep(container=container, hints=found, best=best, admitted=admit))
     return best, admit
 
@@ -125,6 +147,7 @@ def admit_pod(
     providers: Providers,
     cpu: CPUState,
     memory: MemoryState,
+    devices: PodDevices | None = None,
     steps: list[MergeStep] | None = None,
 ) -> Admission:
     """Admit one pod into the given (working-copy) states.
@@ -133,9 +156,10 @@ def admit_pod(
         pod: the pod.
         policy: the topology manager policy.
         scope: ``container`` or ``pod`` (ignored with policy ``none``).
-        providers: the CPU and memory policies.
+        providers: the CPU and memory policies and the device manager.
         cpu: CPU state to allocate from (mutated).
         memory: memory state to allocate from (mutated).
+        devices: the devices the pod's containers hold, when known (the device manager's facts).
         steps: when given, each merge is appended to it (``podpin plan --explain``).
 
     Raises:
@@ -153,14 +177,14 @@ def admit_pod(
         chosen: dict[str, TopologyHint] = {}
         exclusive = 0
         for container in pod.all_containers:
-            hints = _container_hints(providers, cpu, memory, pod, container)
-            best, admit = _merge(policy, providers, hints, container.name, steps)
+            hints = _container_hints(providers, cpu, memory, pod, container, devices)
+            best, admit = _merge(policy, hints, container.name, steps)
             if not admit:
                 raise TopologyAffinityError()
             chosen[container.name] = best
             exclusive += _allocate(providers, cpu, memory, pod, container, best)
         return Admission(hints=chosen, exclusive_requests=exclusive)
-    best, admit = _merge(policy, providers, _pod_hints(providers, cpu, memory, pod), None, steps)
+    best, admit = _merge(policy, _pod_hints(providers, cpu, memory, pod, devices), None, steps)
     pod_level = uses_pod_level_path(pod)
     if not admit:
         raise TopologyAffinityError(

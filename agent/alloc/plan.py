@@ -26,7 +26,10 @@ Every container carries the *why* of its pool as a :class:`PoolReason` (a
 limits, its :class:`~agent.pods.CPUEligibility`, the pod's QoS, the rejection);
 ``agent/render/reasons.py`` is the one place that words it. A rejected pod
 carries :class:`RequestFacts`: its whole request and what was free per NUMA
-node when it was refused, to be shown next to the kubelet's message.
+node when it was refused, to be shown next to the kubelet's message. A
+container names the devices it holds when the pod was admitted with them
+(:class:`~agent.alloc.devices.DeviceGroup`), so a plan can say whether its CPUs
+sit on its devices' NUMA nodes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent.alloc.devices import DeviceGroup
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, CPUEligibility, QOSClass
 
@@ -42,6 +46,7 @@ __all__ = [
     "ContainerPlan",
     "ContainerRequest",
     "DesiredValues",
+    "DeviceAlignment",
     "NUMAFree",
     "Plan",
     "PodPlan",
@@ -59,6 +64,19 @@ class Pool(StrEnum):
     EXCLUSIVE = "exclusive"
     POD_SHARED = "pod_shared"
     NODE_SHARED = "node_shared"
+
+
+class DeviceAlignment(StrEnum):
+    """Whether a container's CPUs sit on its devices' NUMA nodes (plans, ``podpin simulate``).
+
+    ``aligned``: every NUMA node of its CPUs is one a device of it is attached
+    to; ``unaligned``: some CPU is on another node; ``no_numa``: its devices
+    report no NUMA node, so there is nothing to align to.
+    """
+
+    ALIGNED = "aligned"
+    UNALIGNED = "unaligned"
+    NO_NUMA = "no_numa"
 
 
 class AssignmentType(StrEnum):
@@ -188,6 +206,22 @@ class ContainerPlan:
     container_id: str | None
     desired: DesiredValues
     reason: PoolReason
+    devices: tuple[DeviceGroup, ...] = ()
+
+    @property
+    def device_numa(self) -> tuple[int, ...]:
+        """The NUMA nodes of the container's devices, ascending (empty: no device, or none reports one)."""
+        return tuple(sorted({node for group in self.devices for node in group.numa}))
+
+    @property
+    def device_alignment(self) -> DeviceAlignment | None:
+        """How its CPUs sit against its devices (None: it holds no device, or runs on no CPU)."""
+        if not self.devices or not self.numa:
+            return None
+        device_numa = self.device_numa
+        if not device_numa:
+            return DeviceAlignment.NO_NUMA
+        return DeviceAlignment.ALIGNED if set(self.numa) <= set(device_numa) else DeviceAlignment.UNALIGNED
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

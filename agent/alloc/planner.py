@@ -14,6 +14,10 @@ decision carries the kubelet's reason and message, and the pod's whole request
 next to what was free per NUMA node (:class:`~agent.alloc.plan.RequestFacts`).
 Asked to explain (``admit(pod, explain=True)``), the decision also carries the
 walk-through of the admission (:class:`~agent.alloc.trace.AdmissionTrace`).
+The devices a pod's containers hold, when the shell knows them, come in as
+``admit(pod, devices=...)`` (:class:`~agent.alloc.devicemanager.PodDevices`):
+the device manager's hints then take part in the merge, and each container of
+the plan names its devices.
 Every container of a plan says why it runs where it runs (:class:`~agent.alloc.plan.PoolReason`).
 
 Policies and the scope are chosen once, here, from the configured names. The
@@ -30,6 +34,8 @@ from types import MappingProxyType
 
 from agent.alloc.admission import Providers, admit_pod
 from agent.alloc.cpumanager import CPUManagerPolicy, CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
+from agent.alloc.devicemanager import DeviceManager
+from agent.alloc.devices import PodDevices
 from agent.alloc.errors import AllocationError, CheckpointError, PlacementError, PlannerError
 from agent.alloc.memorymanager import (
     MemoryManagerPolicy,
@@ -89,6 +95,7 @@ class Decision:
     kept_observed: tuple[str, ...] = ()
     facts: RequestFacts | None = None
     trace: AdmissionTrace | None = None
+    devices: PodDevices | None = None
 
 
 class Planner:
@@ -124,7 +131,7 @@ class Planner:
             numa_info,
             prefer_closest=config.topology_policy_options.prefer_closest_numa,
         )
-        self._providers = Providers(cpu=self._cpu, memory=self._memory)
+        self._providers = Providers(cpu=self._cpu, memory=self._memory, devices=DeviceManager(numa_info))
         self._state = self._adopt(state, reserved) if state is not None else self._initial(reserved)
 
     # -- construction --------------------------------------------------------------------
@@ -224,14 +231,23 @@ class Planner:
     def is_admitted(self, uid: str) -> bool:
         return uid in self._state.pods
 
-    def admit(self, pod: PodView, observed: Observed | None = None, *, explain: bool = False) -> Decision:
+    def admit(
+        self,
+        pod: PodView,
+        observed: Observed | None = None,
+        *,
+        explain: bool = False,
+        devices: PodDevices | None = None,
+    ) -> Decision:
         """Admit a pod: allocate whatever it is eligible for, or reject it and change nothing.
 
         A pod already in the state keeps its allocations (a restart never moves CPUs).
         ``observed`` (cpusets found on its live cgroups, when rebuilding a lost
         checkpoint) is kept where it fits; if the pod cannot be admitted around
         it, it is admitted afresh. ``explain`` adds the walk-through of the
-        admission to the decision (``Decision.trace``).
+        admission to the decision (``Decision.trace``). ``devices`` are the
+        devices its containers hold (None: unknown, or none): the device
+        manager hints from them, and the decision keeps them for the plan.
         """
         existing = self._state.pods.get(pod.uid)
         if existing is not None:
@@ -242,6 +258,7 @@ class Planner:
                 admitted=True,
                 numa_affinity=existing.numa_affinity,
                 already_admitted=True,
+                devices=devices,
             )
         if observed is not None and self._cpu is not None:
             cpu = self._state.cpu.copy()
@@ -253,10 +270,10 @@ class Planner:
                 pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD,
             )
             if kept or pod.uid in cpu.pod_entries:
-                decision = self._admit(pod, cpu, kept=tuple(kept), explain=explain)
+                decision = self._admit(pod, cpu, kept=tuple(kept), explain=explain, devices=devices)
                 if decision.admitted:
                     return decision
-        return self._admit(pod, self._state.cpu.copy(), explain=explain)
+        return self._admit(pod, self._state.cpu.copy(), explain=explain, devices=devices)
 
     def _trace(
         self, pod: PodView, steps: list[MergeStep] | None, request: RequestFacts | None, error: PlacementError | None
@@ -275,7 +292,15 @@ class Planner:
             message=error.message if error is not None else None,
         )
 
-    def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = (), *, explain: bool = False) -> Decision:
+    def _admit(
+        self,
+        pod: PodView,
+        cpu: CPUState,
+        kept: tuple[str, ...] = (),
+        *,
+        explain: bool = False,
+        devices: PodDevices | None = None,
+    ) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
         steps: list[MergeStep] | None = [] if explain else None
         request = request_facts(pod, self.topology, self._cpu, self._state) if explain else None
@@ -287,6 +312,7 @@ class Planner:
                 providers=self._providers,
                 cpu=cpu,
                 memory=memory,
+                devices=devices,
                 steps=steps,
             )
             self._check_shared_pool(cpu)
@@ -304,6 +330,7 @@ class Planner:
                 message=err.message,
                 facts=request or request_facts(pod, self.topology, self._cpu, self._state),
                 trace=self._trace(pod, steps, request, err),
+                devices=devices,
             )
         holds = (
             pod.uid in cpu.assignments
@@ -334,6 +361,7 @@ class Planner:
             pod_level=admission.pod_level,
             kept_observed=kept,
             trace=self._trace(pod, steps, request, None),
+            devices=devices,
         )
 
     def _check_shared_pool(self, cpu: CPUState) -> None:
@@ -413,6 +441,7 @@ class Planner:
         has_memory = state.memory is not None and (pod.uid in state.memory.blocks or pod.uid in state.memory.pod_blocks)
         managed = record is not None and (bool(assignments) or has_memory)
         period = self.config.cfs_period_text()
+        devices = decision.devices if decision is not None else None
         containers: list[ContainerPlan] = []
         union = CPUSet()
         mems = self._mems(pod.uid, None) or CPUSet()
@@ -458,6 +487,7 @@ class Planner:
                         admitted=record is not None,
                         rejection=decision.reason if decision is not None and not decision.admitted else None,
                     ),
+                    devices=devices.groups_of(container.name) if devices is not None else (),
                 )
             )
         interim: CPUSet | None = None

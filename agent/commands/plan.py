@@ -22,6 +22,13 @@ instead of the plan, the walk-through of that pod's admission: its request,
 the hints, the merge, the chosen NUMA nodes and why, the CPUs taken
 (``agent/render/explain.py``).
 
+``--devices FILE`` names the devices each container holds, as the kubelet's
+PodResources API would (the file format: ``agent/podresources/devices_file.py``);
+the device manager's hints then take part in each pod's merge, as they do on a
+node, and the plan shows each container's devices and whether its CPUs sit on
+their NUMA nodes. The devices the file names stand for the node's (a file
+error is exit status 2).
+
 ``--output nrt`` prints, instead of the plan, the NodeResourceTopology object
 the node would publish after these pods (``agent.nrt``), named after
 ``nodeName`` (else this host's name) and without the ownerReference, which
@@ -38,8 +45,18 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from agent.alloc import Decision, MemoryManagerPolicy, OptionsError, Planner, PlannerError
+from agent.alloc import (
+    AllocatableDevices,
+    Decision,
+    DeviceAssignments,
+    MemoryManagerPolicy,
+    OptionsError,
+    Planner,
+    PlannerError,
+    PodDevices,
+)
 from agent.config import ConfigError, load_config
+from agent.podresources.devices_file import DevicesFileError, load_devices
 from agent.pods.errors import PodSpecError
 from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
@@ -106,6 +123,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="walk through one pod's admission instead of printing the plan: namespace/name, or a file holding one pod",
     )
     parser.add_argument(
+        "--devices",
+        type=Path,
+        metavar="FILE",
+        help="the devices each container holds (as the kubelet's PodResources API says): aligns CPUs to them",
+    )
+    parser.add_argument(
         "pods", nargs="+", type=Path, metavar="POD.yaml", help="pod or workload manifests, admitted in creation order"
     )
     parser.set_defaults(func=run)
@@ -170,6 +193,16 @@ def find_pod(wanted: str, pods: list[tuple[PodView, Path]]) -> PodView:
     raise ValueError(f"--explain {wanted}: {count} match; name one as namespace/name ({what}: {names})")
 
 
+def _pod_devices(
+    assignments: DeviceAssignments | None, node: AllocatableDevices | None, pod: PodView
+) -> PodDevices | None:
+    """The pod's devices from the ``--devices`` facts; None when there are none or it holds none."""
+    if assignments is None:
+        return None
+    devices = PodDevices.of(assignments, pod.namespace, pod.name, node)
+    return devices if devices.containers else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Plan the pods and print the result; returns the exit status."""
     try:
@@ -178,7 +211,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"podpin plan: assumed {assumption}", file=sys.stderr)
         topology = load_topology(args.topology, args.sysfs_root)
         planner = Planner(topology, config.planner)
-    except (ConfigError, TopologyError, PlannerError, OptionsError) as err:
+        assignments = load_devices(args.devices) if args.devices is not None else None
+    except (ConfigError, TopologyError, PlannerError, OptionsError, DevicesFileError) as err:
         print(f"podpin plan: {err}", file=sys.stderr)
         return 2
     found, problems = read_pods(list(args.pods), replicas=args.replicas)
@@ -188,9 +222,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"podpin plan: {err}", file=sys.stderr)
         return 2
+    node_devices = AllocatableDevices.known_from(assignments) if assignments is not None else None
     decisions: dict[str, Decision] = {}
     for pod in pods:
-        decisions[pod.uid] = planner.admit(pod, explain=target is not None and pod.uid == target.uid)
+        decisions[pod.uid] = planner.admit(
+            pod,
+            explain=target is not None and pod.uid == target.uid,
+            devices=_pod_devices(assignments, node_devices, pod),
+        )
     plan = planner.plan(pods, decisions)
     for problem in problems:
         where = problem["file"] + (f": pod {problem['pod']}" if problem["pod"] else "")
@@ -211,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
             topology=topology,
             occupancy=occupancy_of(topology, config.planner, planner.snapshot()),
             attributes=attributes_of(config.planner),
+            devices=node_devices,
+            assignments=assignments,
         )
         sys.stdout.write(json.dumps(obj, indent=2) + "\n")
     elif args.output == PlanOutput.JSON:

@@ -13,6 +13,13 @@ everywhere; ``--topology FILE`` takes a machine saved with
 defaults (static CPU policy, pod scope) with ``--policy`` and
 ``--reserved-cpus`` (kubeReserved cpu) applied, the same for both models.
 
+``--preset gpu`` is a different experiment (``agent/sim/gpu.py``): each of
+``--nodes`` nodes (default 500) has one GPU per socket and receives two GPU
+pods among CPU-only pods in a seeded random order; the report says how often a
+GPU pod's exclusive CPUs sit on its GPU's NUMA node with podpin's device hints
+and without them. It takes ``--nodes``, ``--seed``, ``--policy``,
+``--reserved-cpus`` and ``--output text|json`` on the built-in machine.
+
 Output: ``text`` (default) or ``json`` on stdout or into a FILE, ``png`` into
 a FILE (needs matplotlib). A progress bar goes to stderr when stderr is a
 terminal or ``--progress`` is given. Bad input: one line on stderr, exit 2.
@@ -31,6 +38,14 @@ from agent.alloc import OptionsError, PlannerError
 from agent.config import ConfigError, config_from_mapping
 from agent.sim.codec import WorkloadError, load_workload
 from agent.sim.engine import simulate
+from agent.sim.gpu import (
+    DEFAULT_TRIALS,
+    GPU_PRESET,
+    GPU_PRESET_DESCRIPTION,
+    gpu_simulation,
+    gpu_simulation_to_dict,
+    render_gpu_text,
+)
 from agent.sim.machines import example_machine
 from agent.sim.plot import PlotError, render_png
 from agent.sim.presets import PRESETS, preset
@@ -52,6 +67,7 @@ class _UsageError(ValueError):
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``simulate`` sub-command."""
     presets = "\n".join(f"  {name:14} {doc.get('description', '')}" for name, doc in PRESETS.items())
+    presets += f"\n  {GPU_PRESET:14} {GPU_PRESET_DESCRIPTION}"
     parser = subparsers.add_parser(
         "simulate",
         help="compare per-container and pod-level CPU allocation on a simulated cluster",
@@ -64,7 +80,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--workload", type=Path, metavar="FILE", help="workload YAML (see docs/benchmarks.md)")
-    source.add_argument("--preset", choices=tuple(PRESETS), metavar="NAME", help="built-in workload: %(choices)s")
+    source.add_argument(
+        "--preset", choices=(*PRESETS, GPU_PRESET), metavar="NAME", help="built-in workload: %(choices)s"
+    )
     parser.add_argument(
         "--topology",
         type=Path,
@@ -136,12 +154,40 @@ def _progress(total: int, show: bool) -> Iterator[Callable[[], None] | None]:
         yield advance
 
 
+def _gpu(args: argparse.Namespace, output: str, path: Path | None) -> int:
+    """``--preset gpu``: CPUs next to the GPU with and without device hints (``agent/sim/gpu.py``)."""
+    if output == "png" or args.topology is not None:
+        raise _UsageError("--preset gpu: writes text or json on the built-in machine (no png, no --topology)")
+    config = config_from_mapping(
+        {
+            "topologyManagerPolicy": args.policy,
+            "topologyManagerScope": "pod",
+            "kubeReserved": {"cpu": str(args.reserved_cpus)},
+        },
+        env={},
+    )
+    sim = gpu_simulation(
+        example_machine(),
+        config.planner,
+        trials=args.nodes if args.nodes is not None else DEFAULT_TRIALS,
+        seed=args.seed if args.seed is not None else 0,
+    )
+    document = json.dumps(gpu_simulation_to_dict(sim), indent=2) + "\n" if output == "json" else render_gpu_text(sim)
+    if path is None:
+        sys.stdout.write(document)
+    else:
+        path.write_text(document)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Simulate and report; returns the exit status."""
     try:
         output, path = _output(list(args.output))
         if args.nodes is not None and args.nodes < 1:
             raise _UsageError(f"--nodes: {args.nodes} must be at least 1")
+        if args.preset == GPU_PRESET:
+            return _gpu(args, output, path)
         workload = load_workload(args.workload) if args.workload is not None else preset(args.preset)
         topology = _topology(args.topology)
         config = config_from_mapping(

@@ -1,11 +1,12 @@
 """Devices per container from the kubelet's PodResources API, as pure values.
 
-Today the NodeResourceTopology export (:mod:`agent.nrt`) reads these facts;
-:class:`DeviceAssignments` is also what a device hint provider in the topology
-manager merge (the kubelet's device manager is its third) will read. Public API:
+The NodeResourceTopology export (:mod:`agent.nrt`) and the device hint provider
+of the topology manager merge (:mod:`agent.alloc.devicemanager`, the kubelet's
+device manager is its third) read these facts. Public API:
 
 * :class:`DeviceGroup`, :class:`ContainerKey`, :class:`DeviceAssignments`,
-  :class:`AllocatableDevices` — the values (:mod:`.model`);
+  :class:`AllocatableDevices` — the values, defined in the core
+  (:mod:`agent.alloc.devices`), which reads them and never imports this package;
 * :func:`assignments_from_list`, :func:`assignments_from_pod`,
   :func:`allocatable_from_response` — pure translation of the kubelet's
   answers (:mod:`.translate`);
@@ -17,9 +18,9 @@ manager merge (the kubelet's device manager is its third) will read. Public API:
 Importing this package does not import gRPC or protobuf.
 """
 
+from agent.alloc import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup
 from agent.podresources.client import DEFAULT_SOCKET, ErrorKind, PodResourcesClient, PodResourcesError
 from agent.podresources.devices_file import DevicesFileError, load_devices, parse_devices
-from agent.podresources.model import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup
 from agent.podresources.translate import allocatable_from_response, assignments_from_list, assignments_from_pod
 
 __all__ = [

@@ -41,7 +41,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from agent.podresources.model import AllocatableDevices, DeviceAssignments
+from agent.alloc import AllocatableDevices, DeviceAssignments
 from agent.podresources.translate import allocatable_from_response, assignments_from_list, assignments_from_pod
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from agent.podresources.model import ContainerKey, DeviceAssignments, DeviceGroup
+from agent.alloc import ContainerKey, DeviceAssignments, DeviceGroup
 
 __all__ = ["DevicesFileError", "load_devices", "parse_devices"]
 

@@ -1,4 +1,4 @@
-"""From PodResources responses to :mod:`agent.podresources.model` values (pure).
+"""From PodResources responses to the device values of :mod:`agent.alloc.devices` (pure).
 
 The kubelet answers ``List`` with every pod's containers and their
 ``ContainerDevices`` (resource name, device ids, NUMA nodes of the device
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from agent.podresources.model import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup
+from agent.alloc import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup
 
 if TYPE_CHECKING:  # the generated classes only type the arguments; nothing here imports protobuf
     from agent.podresources.v1.api_pb2 import (

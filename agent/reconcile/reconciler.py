@@ -34,6 +34,10 @@ without ``pending`` (``--once``, tests) finishes the sweep before it returns;
 Who a container cgroup is comes from the identity book: NRI, the runtime's
 bundle (read when the cgroup appears, ``naming.py``), else the pod status.
 
+A pod that requests devices waits for the kubelet to say which it holds
+(``devices.py``: parked, asked again on later passes, admitted without device
+hints after ``deviceWaitTimeout``); the devices known go to the planner.
+
 The reconciler never decides who gets which CPU (the planner does) and never
 blocks on the API server (Events are queued by the recorder). Nothing here
 raises for a single pod or cgroup: failures are reported and the pass goes on.
@@ -59,6 +63,7 @@ from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
 from agent.pods import ContainerKind, QOSClass
 from agent.pods.model import PodView
+from agent.reconcile.devices import DeviceGate
 from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
@@ -93,8 +98,10 @@ class Reconciler:
         rebuild: bool = False,
         bundles: BundleReader | None = None,
         clock: Callable[[], float] = time.monotonic,
+        devices: DeviceGate | None = None,
     ) -> None:
         self.planner = planner
+        self.devices = devices
         self.layout = layout
         self.fs = fs
         self.reporter = reporter
@@ -166,17 +173,27 @@ class Reconciler:
 
     # -- container identity from the runtime's bundles ------------------------------------------
     def next_recheck(self) -> float | None:
-        """When a bundle that was not complete is due to be read again (``clock()`` time), or None."""
-        return self.namer.next_recheck() if self.namer is not None else None
+        """When a bundle that was not complete is due to be read again, or a pod's devices asked about (or None)."""
+        due = [
+            at
+            for at in (
+                self.namer.next_recheck() if self.namer is not None else None,
+                self.devices.next_retry() if self.devices is not None else None,
+            )
+            if at is not None
+        ]
+        return min(due, default=None)
 
     def recheck(self, now: float | None = None) -> bool:
-        """Read again the bundles that are due; True when any was (the caller then runs a pass)."""
+        """Read again the bundles that are due; True when any was, or a pod's devices are due (then run a pass)."""
+        now = self.clock() if now is None else now
+        devices_due = self.devices is not None and self.devices.retry_due(now)
         if self.namer is None:
-            return False
-        due = self.namer.recheck(self.clock() if now is None else now)
+            return devices_due
+        due = self.namer.recheck(now)
         for pod_key, path in due:
             self._new_cgroups.setdefault(pod_key, set()).add(path)
-        return bool(due)
+        return bool(due) or devices_due
 
     def _identity_error(
         self, pod_key: str, runtime_id: str, path: Path, reason: IdentityErrorReason, message: str
@@ -305,16 +322,26 @@ class Reconciler:
         for uid in [u for u in self._decisions if u not in live]:
             del self._decisions[uid]
             self._rejected_at.pop(uid, None)
+        if self.devices is not None:
+            self.devices.begin_pass()
+            self.devices.forget(live)
         # Pods whose live cgroups hold CPUs (a rebuilt state) first: they keep them.
         for view in sorted(views, key=lambda v: v.uid not in self._observations):
             if view.is_terminal or self.planner.is_admitted(view.uid):
                 continue
             if self._rejected_at.get(view.uid) == self._epoch:
                 continue
+            answer = self.devices.check(view) if self.devices is not None else None
+            if answer is not None and not answer.ready:
+                continue  # its devices are not known yet: asked again on a later pass
             start = self.clock()
-            decision = self.planner.admit(view, self._observations.pop(view.uid, None))
+            decision = self.planner.admit(
+                view, self._observations.pop(view.uid, None), devices=answer.devices if answer is not None else None
+            )
             seconds = self.clock() - start
             self._decisions[view.uid] = decision
+            if answer is not None and answer.unknown is not None:
+                self.reporter.devices_unknown(decision, answer.unknown, answer.waited)
             if decision.admitted:
                 changed = True
                 self._rejected_at.pop(view.uid, None)

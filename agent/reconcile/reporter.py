@@ -115,6 +115,13 @@ class Reporter:
             fields["containers"] = {
                 c.name: {"pool": c.pool, "cpus": str(c.cpus), "reason": reason_text(c.reason)} for c in plan.containers
             }
+            devices = {
+                c.name: {"numa": list(c.device_numa), "alignment": c.device_alignment}
+                for c in plan.containers
+                if c.devices
+            }
+            if devices:
+                fields["devices"] = devices
         if decision.kept_observed:
             fields["kept_running_cpus"] = list(decision.kept_observed)
         self.log.info("pod.admitted", namespace=decision.namespace, pod=decision.name, uid=decision.uid, **fields)
@@ -141,6 +148,26 @@ class Reporter:
             _ref(decision),
             decision.reason or "UnexpectedAdmissionError",
             event_message(f"{message}; {request}" if request else message),
+        )
+
+    def devices_unknown(self, decision: Decision, problem: str, waited: float) -> None:
+        """A pod admitted without device hints: its devices were not known within ``deviceWaitTimeout``."""
+        self.metrics.devices_unknown.inc()
+        self.log.warning(
+            "pod.devices_unknown",
+            namespace=decision.namespace,
+            pod=decision.name,
+            uid=decision.uid,
+            waited_seconds=round(waited, 3),
+            problem=problem,
+        )
+        self._warn_once(
+            _ref(decision),
+            "PodpinDevicesUnknown",
+            event_message(
+                f"podpin placed the pod's CPUs without knowing its devices ({problem}, after {waited:.1f}s): "
+                "its exclusive CPUs may not sit on its devices' NUMA nodes"
+            ),
         )
 
     def released(self, record: PodRecord) -> None:

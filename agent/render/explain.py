@@ -33,7 +33,7 @@ __all__ = ["MAX_HINTS_SHOWN", "choice_text", "explain_text", "explain_to_dict"]
 #: Hints listed per resource in the text; the rest are counted (a 16-node machine offers up to 65535).
 MAX_HINTS_SHOWN = 12
 
-_PROVIDERS = {"cpu": "CPU manager", "memory": "memory manager"}
+_PROVIDERS = {"cpu": "CPU manager", "memory": "memory manager", "device": "device manager"}
 
 _POLICY_RULE = {
     TopologyManagerPolicy.BEST_EFFORT: "best-effort admits the best hint, preferred or not",
@@ -127,6 +127,13 @@ def explain_text(trace: AdmissionTrace, pod: PodPlan) -> str:
     for c in pod.containers:
         numa_of = ",".join(map(str, c.numa)) or "-"
         lines.append(f"  {c.name:<{width}}  {c.pool:<11}  {c.cpus!s:<12}  NUMA {numa_of:<5}  {reason_text(c.reason)}")
+    held = [c for c in pod.containers if c.devices]
+    if held:
+        lines.append("devices held:")
+        for c in held:
+            device_numa = ",".join(map(str, c.device_numa)) or "-"
+            ids = ", ".join(f"{group.resource} {','.join(group.ids)}" for group in c.devices)
+            lines.append(f"  {c.name:<{width}}  {ids}  NUMA {device_numa}  CPUs {c.device_alignment or '-'}")
     return "\n".join(lines) + "\n"
 
 

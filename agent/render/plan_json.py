@@ -6,7 +6,7 @@ Shape::
      "pods": [{"namespace", "name", "uid", "qos", "admitted", "reason", "message", "rejection",
                "numa_affinity", "bubble",
                "containers": [{"name", "kind", "pool", "cpus", "mems", "cpu_max", "reason", "reason_kind",
-                               "eligibility"}]}]}
+                               "eligibility", "devices", "device_alignment"}]}]}
 
 ``bubble`` is null outside pod scope; ``mems`` is null unless the memory policy
 is ``Static``; ``cpu_max`` is the value podpin writes, or null where it leaves
@@ -17,6 +17,10 @@ per NUMA node (``{"text", "pod_cpu", "pod_memory", "exclusive_cpus",
 [{"numa", "cpus", "memory"}]}``, quantities as manifests write them), else null.
 A container's ``reason`` says why it runs in its pool (``agent/render/reasons.py``),
 ``reason_kind`` and ``eligibility`` are the same in words a program can match.
+A container's ``devices`` are the ones it holds when they are known
+(``[{"resource", "ids", "numa"}]``, else ``[]``); ``device_alignment`` says
+whether its CPUs sit on their NUMA nodes (``aligned``, ``unaligned``,
+``no_numa``), null when it holds none.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def _container(plan: ContainerPlan) -> dict[str, Any]:
         "reason": reason_text(plan.reason),
         "reason_kind": plan.reason.kind,
         "eligibility": plan.reason.eligibility,
+        "devices": [{"resource": g.resource, "ids": list(g.ids), "numa": list(g.numa)} for g in plan.devices],
+        "device_alignment": plan.device_alignment,
     }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.alloc import Plan, PodPlan, Pool
+from agent.alloc import DeviceAlignment, Plan, PodPlan, Pool
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind
 from agent.render.reasons import reason_text, rejection_text
@@ -60,7 +60,29 @@ def _pod_lines(pod: PodPlan, show_mems: bool) -> list[str]:
         row.append(c.desired.cpu_max or "-")
         row.append(reason_text(c.reason))
         rows.append(row)
-    return lines + _table(rows, "  ")
+    return lines + _table(rows, "  ") + _device_lines(pod)
+
+
+_ALIGNMENT = {
+    DeviceAlignment.ALIGNED: "CPUs aligned",
+    DeviceAlignment.UNALIGNED: "CPUs NOT aligned",
+    DeviceAlignment.NO_NUMA: "the devices report no NUMA node",
+}
+
+
+def _device_lines(pod: PodPlan) -> list[str]:
+    """One line per container holding devices: which, on which NUMA nodes, and whether its CPUs follow."""
+    lines = []
+    for c in pod.containers:
+        if not c.devices:
+            continue
+        held = ", ".join(
+            f"{group.resource} {','.join(group.ids)} (NUMA {','.join(map(str, group.numa)) or '-'})"
+            for group in c.devices
+        )
+        alignment = _ALIGNMENT[c.device_alignment] if c.device_alignment is not None else "runs on no CPU"
+        lines.append(f"  devices of {c.name}: {held}; {alignment}")
+    return lines
 
 
 def owner_tags(plan: Plan) -> list[_Owner]:

@@ -430,7 +430,10 @@ def make_node(
         kubelet_state=base / "kubelet" / "cpu_manager_state",
         config=dict(BASE_CONFIG),
     )
-    node.write_config(kubeletCPUManagerStatePath=str(node.kubelet_state))
+    # A PodResources socket of the node's own (absent unless a test serves one): never the host's kubelet.
+    node.write_config(
+        kubeletCPUManagerStatePath=str(node.kubelet_state), podResourcesSocket=str(base / "kubelet" / "podres.sock")
+    )
     return node
 
 

@@ -293,6 +293,7 @@ def test_contract_keys() -> None:
         "podResourcesSocket",
         "nri",
         "stateBindAddress",
+        "deviceWaitTimeout",
     } == {entry.key for entry in CONFIG_KEYS}
 
 

@@ -50,6 +50,8 @@ def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
             "reason": "exclusive: 4 whole CPUs, cpu and memory request == limit → a slice of the pod's CPUs",
             "reason_kind": "exclusive",
             "eligibility": "whole_cpus",
+            "devices": [],
+            "device_alignment": None,
         },
         {
             "name": "envoy",
@@ -61,6 +63,8 @@ def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
             "reason": shared.format("100m", "1500m"),
             "reason_kind": "not_eligible",
             "eligibility": "cpu_request_not_limit",
+            "devices": [],
+            "device_alignment": None,
         },
         {
             "name": "log-collector",
@@ -72,6 +76,8 @@ def test_product_story_json(capsys: pytest.CaptureFixture[str]) -> None:
             "reason": shared.format("50m", "500m"),
             "reason_kind": "not_eligible",
             "eligibility": "cpu_request_not_limit",
+            "devices": [],
+            "device_alignment": None,
         },
     ] == pod["containers"]
 

@@ -3,15 +3,20 @@
 The kubelet's device manager hands devices (GPUs, SR-IOV VFs ...) to
 containers and reports each device's NUMA nodes through the PodResources API
 (``k8s.io/kubelet/pkg/apis/podresources/v1``: ``ContainerDevices`` with a
-``TopologyInfo``). podpin never allocates devices; it only needs these facts
-for two things: the NUMA zones it publishes in its NodeResourceTopology (how
-many devices of each resource each NUMA node has and how many are still free),
-and — the topology manager's third hint provider, as the kubelet's device
-manager is — the NUMA nodes a container's devices sit on.
+``TopologyInfo``). podpin never allocates devices; it needs these facts for
+two things: the NUMA zones it publishes in its NodeResourceTopology (how many
+devices of each resource each NUMA node has and how many are still free), and
+the topology manager's third hint provider (:mod:`agent.alloc.devicemanager`),
+which, as the kubelet's device manager does for devices already allocated,
+hints at the NUMA nodes a container's devices sit on.
 
-The values are built from a PodResources response
-(:mod:`agent.podresources.translate`), from a ``--devices`` file
-(:mod:`agent.podresources.devices_file`) or by tests, and never change.
+The node-wide values (:class:`DeviceAssignments`, :class:`AllocatableDevices`)
+are built in the shell from a PodResources answer (``agent/podresources/translate.py``),
+from a ``--devices`` file (``agent/podresources/devices_file.py``), by the
+simulation or by tests; :class:`PodDevices` is what the planner reads for one
+pod, cut from them with :meth:`PodDevices.of`. They live at the bottom of the
+core because the planner reads them and its plans name each container's devices
+(:class:`~agent.alloc.plan.ContainerPlan`), and they never change.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["AllocatableDevices", "ContainerKey", "DeviceAssignments", "DeviceGroup"]
+__all__ = ["AllocatableDevices", "ContainerKey", "DeviceAssignments", "DeviceGroup", "PodDevices"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, order=True)
@@ -102,6 +107,11 @@ class AllocatableDevices:
 
     groups: tuple[DeviceGroup, ...] = ()
 
+    @classmethod
+    def known_from(cls, assignments: DeviceAssignments) -> AllocatableDevices:
+        """Every device the assignments name: the node's devices as far as they tell (``podpin plan --devices``)."""
+        return cls(groups=tuple(group for groups in assignments.containers.values() for group in groups))
+
     @property
     def resources(self) -> tuple[str, ...]:
         """Resource names, sorted."""
@@ -115,3 +125,54 @@ class AllocatableDevices:
                 for device in group.ids:
                     result[device] = group.numa
         return result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodDevices:
+    """What the device manager knows about one pod: each container's devices, and the node's.
+
+    Attributes:
+        containers: container name -> the device groups it holds (containers without devices are absent).
+        node: the node's devices (``GetAllocatableResources``); None when only the devices named
+            in ``containers`` are known, and then those stand for the node's (the kubelet's device
+            manager counts every device of a resource to know the narrowest NUMA set that could
+            hold a request).
+    """
+
+    containers: Mapping[str, tuple[DeviceGroup, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    node: AllocatableDevices | None = None
+
+    @classmethod
+    def of(
+        cls, assignments: DeviceAssignments, namespace: str, pod: str, node: AllocatableDevices | None = None
+    ) -> PodDevices:
+        """One pod's containers cut from the node's assignments."""
+        return cls(
+            containers=MappingProxyType(
+                {
+                    key.container: groups
+                    for key, groups in assignments.containers.items()
+                    if key.namespace == namespace and key.pod == pod
+                }
+            ),
+            node=node,
+        )
+
+    def held(self, resource: str, containers: Iterable[str] | None = None) -> dict[str, tuple[int, ...]]:
+        """Device id -> NUMA nodes of the devices of ``resource`` the named containers (default: all) hold."""
+        names = self.containers.keys() if containers is None else containers
+        found: dict[str, tuple[int, ...]] = {}
+        for name in names:
+            for group in self.containers.get(name, ()):
+                if group.resource == resource:
+                    found.update(dict.fromkeys(group.ids, group.numa))
+        return found
+
+    def inventory(self, resource: str) -> dict[str, tuple[int, ...]]:
+        """Every device of ``resource`` known on the node: the node's list, plus any device a container holds."""
+        known = self.node.devices(resource) if self.node is not None else {}
+        return {**known, **self.held(resource)}
+
+    def groups_of(self, container: str) -> tuple[DeviceGroup, ...]:
+        """The container's device groups (empty when it holds none)."""
+        return self.containers.get(container, ())

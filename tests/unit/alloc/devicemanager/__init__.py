@@ -1,0 +1,1 @@
+"""The device manager: hints from the devices a container or pod already holds."""
