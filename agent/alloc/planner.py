@@ -56,6 +56,7 @@ from agent.alloc.state import (
     seed_observed,
     validate_node_state,
 )
+from agent.alloc.tally import AllocationEvent
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.alloc.trace import AdmissionTrace, MergeStep
 from agent.alloc.why import pool_reason, request_facts
@@ -89,6 +90,8 @@ class Decision:
     kept_observed: tuple[str, ...] = ()
     facts: RequestFacts | None = None
     trace: AdmissionTrace | None = None
+    allocations: tuple[AllocationEvent, ...] = ()
+    """What the kubelet's pinning and alignment counters would count for this admission (:mod:`agent.alloc.tally`)."""
 
 
 class Planner:
@@ -278,6 +281,8 @@ class Planner:
     def _admit(self, pod: PodView, cpu: CPUState, kept: tuple[str, ...] = (), *, explain: bool = False) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
         steps: list[MergeStep] | None = [] if explain else None
+        events: list[AllocationEvent] = []
+        scope_admitted = False
         request = request_facts(pod, self.topology, self._cpu, self._state) if explain else None
         try:
             admission = admit_pod(
@@ -288,9 +293,14 @@ class Planner:
                 cpu=cpu,
                 memory=memory,
                 steps=steps,
+                events=events,
             )
+            scope_admitted = True
             self._check_shared_pool(cpu)
         except PlacementError as err:
+            if scope_admitted:
+                # podpin's own refusal (kubelet issue #141196): one more allocation attempt, and it failed.
+                events.append(AllocationEvent.pinning(ok=False))
             if self._cpu is not None:
                 self._cpu.start_pod(pod.uid)
             if self._memory is not None:
@@ -304,6 +314,7 @@ class Planner:
                 message=err.message,
                 facts=request or request_facts(pod, self.topology, self._cpu, self._state),
                 trace=self._trace(pod, steps, request, err),
+                allocations=tuple(events),
             )
         holds = (
             pod.uid in cpu.assignments
@@ -334,6 +345,7 @@ class Planner:
             pod_level=admission.pod_level,
             kept_observed=kept,
             trace=self._trace(pod, steps, request, None),
+            allocations=tuple(events),
         )
 
     def _check_shared_pool(self, cpu: CPUState) -> None:

@@ -9,10 +9,14 @@ saying where each container runs and why. The words come from
 ``agent/render/reasons.py``. Each Warning is posted once per distinct message (the
 recorder aggregates repeats); posting never blocks the pinning path.
 
-Every cgroup failure other than a cgroup that vanished (its container exited)
-counts as a pinning error: a write the kernel refused, a file that could not be
-read or parsed, a read-back that differs from the plan. ``cgroup_writes``
-counts the writes themselves by result.
+Pinning requests and errors count allocations as the kubelet's CPU manager
+does (the planner's :class:`~agent.alloc.tally.AllocationEvent` values on each
+decision), so their ratio means what the kubelet's means. Every cgroup failure
+other than a cgroup that vanished (its container exited) counts in
+``cgroup_write_errors`` by errno name: a write the kernel refused, a file that
+could not be read (``E...``), a value that cannot be parsed (``invalid``), a
+read-back that differs from the plan (``mismatch``). ``cgroup_writes`` counts
+the writes themselves by result.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any, Protocol
 import structlog
 
 from agent.alloc import Decision, PodPlan, PodRecord, Pool
-from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
+from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError, errno_name
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import AgentMetrics
@@ -60,6 +64,15 @@ class EventSink(Protocol):
 
 def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
     return (pod.namespace, pod.name, pod.uid)
+
+
+def _error_label(error: CgroupError) -> str:
+    """The ``errno`` label of a cgroup failure: its errno name, ``mismatch`` or ``invalid`` (``CGROUP_ERROR_KINDS``)."""
+    if isinstance(error, CgroupFileError):
+        return errno_name(error.errno)
+    if isinstance(error, MismatchError):
+        return "mismatch"
+    return "invalid"
 
 
 def pinned_summary(pod: PodPlan) -> str:
@@ -108,7 +121,7 @@ class Reporter:
     def admitted(self, decision: Decision, plan: PodPlan | None, seconds: float) -> None:
         self.metrics.admission_requests.inc()
         self.metrics.admission_duration.observe(seconds)
-        self.metrics.pinning_requests.inc(decision.exclusive_containers)
+        self.metrics.count_allocations(decision.allocations)
         fields: dict[str, Any] = {"numa": list(decision.numa_affinity or ())}
         if plan is not None:
             fields["bubble"] = str(plan.bubble) if plan.bubble is not None else None
@@ -123,8 +136,7 @@ class Reporter:
         self.metrics.admission_requests.inc()
         self.metrics.admission_duration.observe(seconds)
         self.metrics.admission_errors.labels(reason=decision.reason or "UnexpectedAdmissionError").inc()
-        if decision.reason in ("SMTAlignmentError", "UnexpectedAdmissionError"):
-            self.metrics.pinning_errors.inc()
+        self.metrics.count_allocations(decision.allocations)
         request = rejection_text(decision.facts) if decision.facts is not None else None
         self.log.warning(
             "pod.rejected",
@@ -260,7 +272,7 @@ class Reporter:
 
     def controllers_failed(self, target: Target, error: CgroupError) -> None:
         """A parent whose controllers cannot be enabled: its child has no cpuset files to write."""
-        self.metrics.pinning_errors.inc()
+        self.metrics.cgroup_write_errors.labels(errno=_error_label(error)).inc()
         self.log.error("cgroup.error", **self._target_fields(target, target.path), error=str(error), controllers=True)
         if target.pod is not None:
             self._warn_once(
@@ -293,7 +305,7 @@ class Reporter:
         if vanished:
             self.log.info("cgroup.vanished", **fields, error=str(failure))
             return
-        self.metrics.pinning_errors.inc()
+        self.metrics.cgroup_write_errors.labels(errno=_error_label(failure)).inc()
         self.log.error("cgroup.error", **fields, error=str(failure), mismatch=isinstance(failure, MismatchError))
         if target is not None and target.pod is not None:
             self._warn_once(

@@ -73,6 +73,10 @@ METRICS: dict[str, frozenset[str]] = {
     "podpin_events_total": frozenset({"type", "result"}),
     "podpin_ready": frozenset(),
     "podpin_kubelet_pinning": frozenset(),
+    "podpin_cgroup_write_errors_total": frozenset({"errno"}),
+    "podpin_container_aligned_compute_resources_total": frozenset({"scope", "boundary"}),
+    "podpin_container_aligned_compute_resources_failure_total": frozenset({"scope", "boundary"}),
+    "podpin_build_info": frozenset({"version", "python"}),
 }
 HISTOGRAMS = frozenset(
     {"podpin_admission_duration_seconds", "podpin_pin_latency_seconds", "podpin_reconcile_duration_seconds"}
