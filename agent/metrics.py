@@ -53,6 +53,7 @@ __all__ = [
     "HTTP_DROP_REASONS",
     "ALIGNMENTS",
     "CGROUP_ERROR_KINDS",
+    "AUDITED_POOLS",
     "IDENTITY_SOURCES",
     "IDENTITY_ERROR_REASONS",
     "ADMISSION_BUCKETS",
@@ -95,6 +96,8 @@ ALIGNMENTS = (
     (AlignScope.POD, AlignBoundary.NUMA_NODE),
     (AlignScope.CONTAINER, AlignBoundary.PHYSICAL_CPU),
 )
+#: ``podpin_affinity_violations{pool}`` values: the pools whose containers hold sets of their own.
+AUDITED_POOLS = (Pool.EXCLUSIVE, Pool.POD_SHARED)
 #: ``podpin_cgroup_write_errors_total{errno}`` values that are not an OS errno name: a read-back that differs from
 #: the plan (``mismatch``), a value that cannot be parsed or would empty a cpuset (``invalid``).
 CGROUP_ERROR_KINDS = ("mismatch", "invalid")
@@ -318,6 +321,9 @@ class AgentMetrics:
             ``container_aligned_compute_resources_count``).
         aligned_failures: allocations that failed to align (``container_aligned_compute_resources_failure_count``).
         build_info: always 1; the ``version`` of podpin and the ``python`` that runs it.
+        affinity_violations: threads of pinned containers, by ``pool``, whose affinity reaches outside the
+            container's planned CPUs, at the last affinity audit.
+        affinity_audits: affinity audits completed.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -407,6 +413,22 @@ class AgentMetrics:
         for reason in HTTP_DROP_REASONS:
             self.http_dropped.labels(reason=reason)
         self._allocation_metrics(counter)
+        self._audit_metrics(counter)
+
+    def _audit_metrics(self, counter: Callable[..., Counter]) -> None:
+        """The affinity audit's results (``agent/audit/affinity.py``)."""
+        self.affinity_violations = Gauge(
+            "affinity_violations",
+            "Threads of pinned containers whose CPU affinity reaches outside their planned CPUs, at the last audit.",
+            ["pool"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self.affinity_audits = counter(
+            "affinity_audits", "Affinity audits completed (at most one per reconcilePeriod)."
+        )
+        for pool in AUDITED_POOLS:
+            self.affinity_violations.labels(pool=pool).set(0)
 
     def _allocation_metrics(self, counter: Callable[..., Counter]) -> None:
         """The kubelet-modelled allocation counters, cgroup failures and the build info."""

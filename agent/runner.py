@@ -37,6 +37,7 @@ import structlog
 
 from agent.agent_lock import AgentLock, LockHeldError, acquire_lock
 from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpoint
+from agent.audit import AffinityAudit, InterferenceCollector, PsutilProbe
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS, FileOps
 from agent.cgroups.layout import CgroupLayout, detect_layout
@@ -74,6 +75,7 @@ class RunOptions:
     kubeconfig: str | None = None
     pods_dir: Path | None = None
     sysfs_root: Path = Path("/sys")
+    proc_root: Path = Path("/proc")
     cgroup_root: Path | None = None
     state_dir: Path | None = None
     metrics_bind_address: str | None = None
@@ -138,6 +140,8 @@ class Agent:
         self._set_aside: list[str] = []
         planner, rebuild = self._planner()
         self.metrics = AgentMetrics(lambda: self.reconciler.snapshot)
+        probe = PsutilProbe(self.options.proc_root)
+        self.metrics.registry.register(InterferenceCollector(lambda: self.reconciler.snapshot, probe))
         for reason in self._set_aside:
             self.metrics.checkpoints_set_aside.labels(reason=reason).inc()
         api = None
@@ -160,6 +164,7 @@ class Agent:
             dry_run=self.config.dry_run,
             rebuild=rebuild,
             bundles=BundleReader(self.config.runtime_root),
+            audit=AffinityAudit(probe, period=self.config.reconcile_period),
         )
         self.source = self._source(api)
         self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import structlog
 
 from agent.alloc import Decision, PodPlan, PodRecord, Pool
+from agent.audit import AUDITED_POOLS, AffinityFinding
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError, errno_name
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
@@ -108,6 +109,8 @@ class Reporter:
         self._pinned: set[str] = set()
         self._malformed: dict[str, str] = {}
         self._kubelet_reason: str | None = None
+        self._strays: set[tuple[str, str, str]] = set()
+        self._blind = False
 
     # -- Events -----------------------------------------------------------------------------
     def _warn_once(self, ref: PodRef, reason: str, message: str) -> None:
@@ -319,6 +322,58 @@ class Reporter:
         self._pinned.add(pod.uid)
         if self.events is not None:
             self.events.normal(_ref(pod), "Pinned", pinned_summary(pod))
+
+    # -- the affinity audit -----------------------------------------------------------------
+    def affinity_audited(self, findings: Iterable[AffinityFinding]) -> None:
+        """Set the violations gauge; log and warn (once per distinct set of stray threads) per violating container.
+
+        A container whose stray threads are the same as at the previous audit is
+        not reported again; one that is clean and strays again later is.
+        """
+        counts = dict.fromkeys(AUDITED_POOLS, 0)
+        strays: set[tuple[str, str, str]] = set()
+        blind = 0
+        for finding in findings:
+            blind += 0 if finding.visible else 1
+            if not finding.threads:
+                continue
+            counts[finding.pool] = counts.get(finding.pool, 0) + len(finding.threads)
+            shown = ", ".join(f"{t.tid} on {t.affinity}" for t in finding.threads[:8])
+            more = f" and {len(finding.threads) - 8} more" if len(finding.threads) > 8 else ""
+            key = (finding.uid, finding.container, shown + more)
+            strays.add(key)
+            if key in self._strays:
+                continue
+            self.log.warning(
+                "affinity.violation",
+                namespace=finding.namespace,
+                pod=finding.pod,
+                uid=finding.uid,
+                container=finding.container,
+                pool=finding.pool,
+                cpus=str(finding.cpus),
+                path=str(finding.path),
+                threads={t.tid: str(t.affinity) for t in finding.threads},
+            )
+            self._warn_once(
+                (finding.namespace, finding.pod, finding.uid),
+                "PodpinAffinityViolation",
+                event_message(
+                    f"{len(finding.threads)} thread(s) of container {finding.container} may run outside its CPUs "
+                    f"{finding.cpus} ({finding.pool}): {shown}{more}"
+                ),
+            )
+        self._strays = strays
+        for pool, count in counts.items():
+            self.metrics.affinity_violations.labels(pool=pool).set(count)
+        self.metrics.affinity_audits.inc()
+        if blind and not self._blind:
+            self.log.warning(
+                "affinity.audit_blind",
+                containers=blind,
+                reason="their threads are in another PID namespace: run the agent with hostPID to audit them",
+            )
+        self._blind = bool(blind)
 
     # -- the checkpoint ---------------------------------------------------------------------
     def checkpoint_failed(self, path: Path, failure: WriteFailure, previous: WriteFailure | None) -> None:
