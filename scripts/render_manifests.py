@@ -8,9 +8,10 @@
 with ``deploy/helm/podpin/ci/manifests-values.yaml``; each rendered object goes to the file of its template
 (``# Source:`` line): the ServiceMonitor, the PrometheusRule and the dashboard ConfigMap to their own files (they
 need the Prometheus Operator and Grafana), everything else to daemonset.yaml. A second render adds
-``ci/manifests-nrt-values.yaml`` and gives the NodeResourceTopology export's objects, which are off by default: its ClusterRole to rbac-nrt.yaml and its
-CRD to crds/noderesourcetopologies.yaml (a subdirectory, so ``kubectl apply -f deploy/`` leaves a cluster's own CRD
-alone). ``tests/deploy/test_manifests.py`` renders the chart again and asserts the files equal the output.
+``ci/manifests-nrt-values.yaml`` and gives the NodeResourceTopology export's objects, which are off by default: its
+ClusterRole to rbac-nrt.yaml and its CRD to crds/noderesourcetopologies.yaml (a subdirectory, so
+``kubectl apply -f deploy/`` leaves a cluster's own CRD alone). ``tests/deploy/test_manifests.py`` renders the chart
+again and asserts the files equal the output.
 
 helm: ``$PODPIN_HELM``, else ``.venv/tools/k8s/bin/helm`` (installed by ``scripts/test``), else ``helm`` on PATH.
 """
