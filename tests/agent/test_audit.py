@@ -13,10 +13,14 @@ import os
 import threading
 from pathlib import Path
 
+from prometheus_client.registry import CollectorRegistry
 from structlog.testing import capture_logs
 
+from agent.alloc import AssignmentType, Pool
+from agent.alloc.tally import AlignBoundary, AlignScope
 from agent.cpuset import CPUSet
-from tests.support.agentfixture import make_node, sample
+from tests.support.agentfixture import kubeconfig, make_node, sample
+from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.podfactory import container, make_pod
 from tests.support.procfs_builder import write_proc_stat
 
@@ -75,3 +79,44 @@ def test_interference_is_exposed_for_exclusive_cpus_only(tmp_path: Path) -> None
     expected = [(cpu + 0.5, cpu + 0.25, 0.75, 1.0) for cpu in slice_] + [(None, None, None, None)]
     actual = [(*times(cpu), owner(cpu)) for cpu in [*slice_, shared]]
     assert (2, expected) == (len(slice_), actual)
+
+
+def test_violation_is_a_warning_event_on_the_pod(tmp_path: Path) -> None:
+    """Through the API server: the pod gets one PodpinAffinityViolation Warning naming the container and thread."""
+    node = make_node(tmp_path)
+    tid = threading.get_native_id()
+    with ApiServerEmulator() as api:
+        api.add_pod(DB)
+        node.add_pod(DB, manifest=False)
+        (node.container_cgroup(DB, "app") / "cgroup.threads").write_text(f"{tid}\n")
+        node.run_once(pods_dir=None, kubeconfig=str(kubeconfig(tmp_path / "kubeconfig", api.url)))
+        warnings = [e for e in api.events if e["type"] == "Warning"]
+    notes = [(e["involvedObject"]["name"], e["reason"], f"{tid} on {OWN}" in str(e["message"])) for e in warnings]
+    assert [("db", "PodpinAffinityViolation", True)] == notes
+
+
+def _label_values(registry: CollectorRegistry, label: str) -> set[str]:
+    return {
+        sample.labels[label]
+        for family in registry.collect()
+        for sample in family.samples
+        if label in sample.labels and family.name.startswith("podpin_")
+    }
+
+
+def test_label_values_are_the_vocabulary(tmp_path: Path) -> None:
+    """Every pool, assignment_type, scope and boundary label value the agent exposes is its StrEnum's value."""
+    node = make_node(tmp_path)
+    node.add_pod(DB)
+    online = CPUSet.parse((node.sysfs / "devices/system/cpu/online").read_text())
+    write_proc_stat(tmp_path / "proc", dict.fromkeys(online, (0.0, 0.0, 0.0)))
+    registry = node.run_once(proc_root=tmp_path / "proc").metrics.registry
+    vocabulary: dict[str, set[str]] = {
+        "pool": {str(v) for v in Pool},
+        "assignment_type": {str(v) for v in AssignmentType},
+        "scope": {str(v) for v in AlignScope},
+        "boundary": {str(v) for v in AlignBoundary},
+    }
+    found = {label: _label_values(registry, label) for label in vocabulary}
+    assert dict.fromkeys(vocabulary, True) == {label: found[label] <= vocabulary[label] for label in vocabulary}
+    assert {"exclusive", "pod_shared"} <= found["pool"]
