@@ -20,8 +20,8 @@ def _planner(**config: Any) -> Planner:
 
 
 def _pod(name: str, *containers: dict[str, Any], pod_cpu: str | None = None) -> Any:
-    extra = {"pod_resources": resources(cpu=pod_cpu, memory="5Gi")} if pod_cpu else {}
-    return pod_from_dict(make_pod(name, containers=list(containers), **extra))
+    pod_resources = resources(cpu=pod_cpu, memory="5Gi") if pod_cpu else None
+    return pod_from_dict(make_pod(name, containers=list(containers), pod_resources=pod_resources))
 
 
 def test_pod_level_pod_counts_one_request_per_slice_and_one_aligned_pod() -> None:
