@@ -25,6 +25,7 @@ the ``podpin_`` prefix and seconds instead of milliseconds.
 
 from __future__ import annotations
 
+import platform
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -32,7 +33,9 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from agent import __version__
 from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignment_type
+from agent.alloc.tally import AlignBoundary, AlignScope, AllocationEvent, EventKind
 from agent.cpuset import CPUSet
 from agent.runtime.vocabulary import IdentityErrorReason, IdentitySource
 from agent.topology.model import Topology
@@ -48,6 +51,9 @@ __all__ = [
     "EVENT_RESULTS",
     "SET_ASIDE_REASONS",
     "HTTP_DROP_REASONS",
+    "ALIGNMENTS",
+    "CGROUP_ERROR_KINDS",
+    "AUDITED_POOLS",
     "IDENTITY_SOURCES",
     "IDENTITY_ERROR_REASONS",
     "ADMISSION_BUCKETS",
@@ -81,6 +87,20 @@ IDENTITY_ERROR_REASONS = tuple(IdentityErrorReason)
 SET_ASIDE_REASONS = ("corrupt", "invalid")
 #: Why the HTTP server closed a connection without answering (``podpin_http_connections_dropped_total{reason}``).
 HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
+
+#: The ``(scope, boundary)`` pairs podpin counts, as the kubelet's ``container_aligned_compute_resources_count``:
+#: NUMA alignment per container (container scope) or per pod (pod scope) under ``single-numa-node``, and whole
+#: physical cores per container allocation under ``full-pcpus-only``.
+ALIGNMENTS = (
+    (AlignScope.CONTAINER, AlignBoundary.NUMA_NODE),
+    (AlignScope.POD, AlignBoundary.NUMA_NODE),
+    (AlignScope.CONTAINER, AlignBoundary.PHYSICAL_CPU),
+)
+#: ``podpin_affinity_violations{pool}`` values: the pools whose containers hold sets of their own.
+AUDITED_POOLS = (Pool.EXCLUSIVE, Pool.POD_SHARED)
+#: ``podpin_cgroup_write_errors_total{errno}`` values that are not an OS errno name: a read-back that differs from
+#: the plan (``mismatch``), a value that cannot be parsed or would empty a cpuset (``invalid``).
+CGROUP_ERROR_KINDS = ("mismatch", "invalid")
 
 #: Admission runs the pure planner: typically well under a millisecond, seconds would mean a bug.
 ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -271,8 +291,9 @@ class AgentMetrics:
     Attributes:
         registry: the registry the server exposes; holds the process metrics,
             the :class:`PlanCollector` and every attribute below.
-        pinning_requests: exclusive-CPU allocation attempts (+1 per exclusive container).
-        pinning_errors: failed exclusive-CPU allocation attempts.
+        pinning_requests: exclusive-CPU allocation attempts, as the kubelet's CPU manager counts them: one per
+            container ``Allocate`` that asks for exclusive CPUs (one per exclusive slice of a pod-level pod).
+        pinning_errors: those attempts that failed (the pod is then rejected); cgroup failures are not counted here.
         admission_requests: pods through admission.
         admission_errors: rejected pods, by the kubelet ``reason``.
         admission_duration: seconds one admission took (planner only).
@@ -294,6 +315,16 @@ class AgentMetrics:
         container_pins: new container cgroups pinned to their planned set, by the ``source`` that named them.
         runtime_identity_errors: container bundles that could not name their container, by ``reason``.
         devices_unknown: pods admitted without device hints, their devices unknown within ``deviceWaitTimeout``.
+        cgroup_write_errors: cgroup failures (a write or read the kernel refused, a read-back that differs from the
+            plan, a value that cannot be used), by ``errno`` name (or ``mismatch``/``invalid``); a cgroup that
+            vanished with its container is not one.
+        aligned: allocations aligned on a ``boundary`` at a ``scope`` (the kubelet's
+            ``container_aligned_compute_resources_count``).
+        aligned_failures: allocations that failed to align (``container_aligned_compute_resources_failure_count``).
+        build_info: always 1; the ``version`` of podpin and the ``python`` that runs it.
+        affinity_violations: threads of pinned containers, by ``pool``, whose affinity reaches outside the
+            container's planned CPUs, at the last affinity audit.
+        affinity_audits: affinity audits completed.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -317,8 +348,10 @@ class AgentMetrics:
         def histogram(name: str, documentation: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(name, documentation, namespace=NAMESPACE, registry=registry, buckets=buckets)
 
-        self.pinning_requests = counter("pinning_requests", "Exclusive-CPU allocation attempts.")
-        self.pinning_errors = counter("pinning_errors", "Failed exclusive-CPU allocation attempts.")
+        self.pinning_requests = counter(
+            "pinning_requests", "Exclusive-CPU allocation attempts (one per container allocation, as the kubelet's)."
+        )
+        self.pinning_errors = counter("pinning_errors", "Failed exclusive-CPU allocation attempts (as the kubelet's).")
         self.admission_requests = counter("admission_requests", "Pods through admission.")
         self.admission_errors = counter("admission_errors", "Pods rejected by admission, by kubelet reason.", "reason")
         self.admission_duration = histogram(
@@ -384,3 +417,63 @@ class AgentMetrics:
             self.checkpoints_set_aside.labels(reason=reason)
         for reason in HTTP_DROP_REASONS:
             self.http_dropped.labels(reason=reason)
+        self._allocation_metrics(counter)
+        self._audit_metrics(counter)
+
+    def _audit_metrics(self, counter: Callable[..., Counter]) -> None:
+        """The affinity audit's results (``agent/audit/affinity.py``)."""
+        self.affinity_violations = Gauge(
+            "affinity_violations",
+            "Threads of pinned containers whose CPU affinity reaches outside their planned CPUs, at the last audit.",
+            ["pool"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self.affinity_audits = counter(
+            "affinity_audits", "Affinity audits completed (at most one per reconcilePeriod)."
+        )
+        for pool in AUDITED_POOLS:
+            self.affinity_violations.labels(pool=pool).set(0)
+
+    def _allocation_metrics(self, counter: Callable[..., Counter]) -> None:
+        """The kubelet-modelled allocation counters, cgroup failures and the build info."""
+        self.cgroup_write_errors = counter(
+            "cgroup_write_errors",
+            "cgroup failures by errno name (mismatch: read-back differs from the plan; invalid: unusable value).",
+            "errno",
+        )
+        self.aligned = counter(
+            "container_aligned_compute_resources",
+            "Allocations aligned on a boundary (numa_node, physical_cpu) at a scope (container, pod), "
+            "as the kubelet's container_aligned_compute_resources_count.",
+            "scope",
+            "boundary",
+        )
+        self.aligned_failures = counter(
+            "container_aligned_compute_resources_failure",
+            "Allocations that failed to align, as the kubelet's container_aligned_compute_resources_failure_count.",
+            "scope",
+            "boundary",
+        )
+        self.build_info = Gauge(
+            "build_info",
+            "Always 1: the podpin version and the Python that runs it.",
+            ["version", "python"],
+            namespace=NAMESPACE,
+            registry=self.registry,
+        )
+        self.build_info.labels(version=__version__, python=platform.python_version()).set(1)
+        for scope, boundary in ALIGNMENTS:
+            self.aligned.labels(scope=scope, boundary=boundary)
+            self.aligned_failures.labels(scope=scope, boundary=boundary)
+
+    def count_allocations(self, events: tuple[AllocationEvent, ...]) -> None:
+        """Add one admission's pinning and alignment counts (:mod:`agent.alloc.tally`)."""
+        for event in events:
+            if event.kind == EventKind.PINNING:
+                self.pinning_requests.inc()
+                if not event.ok:
+                    self.pinning_errors.inc()
+            elif event.scope is not None and event.boundary is not None:
+                family = self.aligned if event.ok else self.aligned_failures
+                family.labels(scope=event.scope, boundary=event.boundary).inc()

@@ -37,6 +37,7 @@ import structlog
 
 from agent.agent_lock import AgentLock, LockHeldError, acquire_lock
 from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpoint
+from agent.audit import AffinityAudit, InterferenceCollector, PsutilProbe
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS, FileOps
 from agent.cgroups.layout import CgroupLayout, detect_layout
@@ -75,6 +76,7 @@ class RunOptions:
     kubeconfig: str | None = None
     pods_dir: Path | None = None
     sysfs_root: Path = Path("/sys")
+    proc_root: Path = Path("/proc")
     cgroup_root: Path | None = None
     state_dir: Path | None = None
     metrics_bind_address: str | None = None
@@ -139,6 +141,8 @@ class Agent:
         self._set_aside: list[str] = []
         planner, rebuild = self._planner()
         self.metrics = AgentMetrics(lambda: self.reconciler.snapshot)
+        probe = PsutilProbe(self.options.proc_root)
+        self.metrics.registry.register(InterferenceCollector(lambda: self.reconciler.snapshot, probe))
         for reason in self._set_aside:
             self.metrics.checkpoints_set_aside.labels(reason=reason).inc()
         api = None
@@ -164,6 +168,7 @@ class Agent:
             devices=device_gate_for(
                 self.config.pod_resources_socket, self.config.device_wait_timeout, self.config.node_name
             ),
+            audit=AffinityAudit(probe, period=self.config.reconcile_period),
         )
         self.source = self._source(api)
         self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Render the plain manifests in deploy/ from the Helm chart, so the two never drift.
 
-    scripts/render_manifests.py            # rewrite deploy/daemonset.yaml, servicemonitor.yaml, grafana-dashboard.yaml
+    scripts/render_manifests.py            # rewrite deploy/daemonset.yaml, servicemonitor.yaml, prometheusrule.yaml ...
     scripts/render_manifests.py --check    # exit 1 and name the stale files instead of writing them
 
 ``helm template`` renders the chart ``deploy/helm/podpin`` as release ``podpin`` in namespace ``podpin-system``
 with ``deploy/helm/podpin/ci/manifests-values.yaml``; each rendered object goes to the file of its template
-(``# Source:`` line): the ServiceMonitor and the dashboard ConfigMap to their own files (they need the Prometheus
-Operator and Grafana), everything else to daemonset.yaml. A second render adds ``ci/manifests-nrt-values.yaml`` and
-gives the NodeResourceTopology export's objects, which are off by default: its ClusterRole to rbac-nrt.yaml and its
-CRD to crds/noderesourcetopologies.yaml (a subdirectory, so ``kubectl apply -f deploy/`` leaves a cluster's own CRD
-alone). ``tests/deploy/test_manifests.py`` renders the chart again and asserts the files equal the output.
+(``# Source:`` line): the ServiceMonitor, the PrometheusRule and the dashboard ConfigMap to their own files (they
+need the Prometheus Operator and Grafana), everything else to daemonset.yaml. A second render adds
+``ci/manifests-nrt-values.yaml`` and gives the NodeResourceTopology export's objects, which are off by default: its
+ClusterRole to rbac-nrt.yaml and its CRD to crds/noderesourcetopologies.yaml (a subdirectory, so
+``kubectl apply -f deploy/`` leaves a cluster's own CRD alone). ``tests/deploy/test_manifests.py`` renders the chart
+again and asserts the files equal the output.
 
 helm: ``$PODPIN_HELM``, else ``.venv/tools/k8s/bin/helm`` (installed by ``scripts/test``), else ``helm`` on PATH.
 """
@@ -33,7 +34,11 @@ NAMESPACE = "podpin-system"
 # The renders: values files layered over VALUES -> template file -> the manifest (under deploy/) its objects go to.
 # The first render's other templates go to daemonset.yaml; the other renders give only the templates they name.
 RENDERS: dict[tuple[Path, ...], dict[str, str]] = {
-    (): {"servicemonitor.yaml": "servicemonitor.yaml", "grafana-dashboard.yaml": "grafana-dashboard.yaml"},
+    (): {
+        "servicemonitor.yaml": "servicemonitor.yaml",
+        "prometheusrule.yaml": "prometheusrule.yaml",
+        "grafana-dashboard.yaml": "grafana-dashboard.yaml",
+    },
     (NRT_VALUES,): {"rbac-nrt.yaml": "rbac-nrt.yaml", "crd-nrt.yaml": "crds/noderesourcetopologies.yaml"},
 }
 MAIN_FILE = "daemonset.yaml"
@@ -51,6 +56,11 @@ HEADERS = {
         "The Prometheus Operator's ServiceMonitor for the podpin agents (needs the monitoring.coreos.com CRDs).",
         "",
         "  kubectl apply -f deploy/servicemonitor.yaml",
+    ),
+    "prometheusrule.yaml": (
+        "The podpin alerts as a PrometheusRule for the Prometheus Operator (needs the monitoring.coreos.com CRDs).",
+        "",
+        "  kubectl apply -f deploy/prometheusrule.yaml",
     ),
     "grafana-dashboard.yaml": (
         "The podpin Grafana dashboard as a ConfigMap for Grafana's dashboard sidecar (label grafana_dashboard).",

@@ -19,7 +19,9 @@ the planner keeps the copies only when it returns. Any provider error is
 turned into the kubelet's typed admission error here, so callers see only
 :class:`~agent.alloc.errors.PlacementError`. Asked to (``steps``), it also
 records each merge as a :class:`~agent.alloc.trace.MergeStep` for
-``podpin plan --explain``; it never logs.
+``podpin plan --explain``; given ``events``, it records what the kubelet's
+pinning and alignment counters would count (:mod:`agent.alloc.tally`); it never
+logs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from agent.alloc.devicemanager import DeviceManager
 from agent.alloc.devices import PodDevices
 from agent.alloc.errors import AllocationError, PlacementError, TopologyAffinityError, UnexpectedAdmissionError
 from agent.alloc.memorymanager import MemoryState, StaticMemoryPolicy
+from agent.alloc.tally import AlignBoundary, AlignScope, AllocationEvent
 from agent.alloc.topologymanager import (
     CompactProviderHints,
     TopologyHint,
@@ -124,19 +127,78 @@ def _merge(
     return best, admit
 
 
+def _count(events: list[AllocationEvent] | None, event: AllocationEvent) -> None:
+    if events is not None:
+        events.append(event)
+
+
+def _cpu_allocate(
+    cpu_policy: StaticCPUPolicy,
+    cpu: CPUState,
+    pod: PodView,
+    container: ContainerView,
+    hint: TopologyHint,
+    events: list[AllocationEvent] | None,
+) -> bool:
+    """The CPU manager's ``Allocate``, counted as the kubelet counts it; True if the container got exclusive CPUs.
+
+    ``allocate`` returns None (nothing counted) for a shared container before it
+    can fail, so a failure is always a failed exclusive allocation.
+    """
+    smt = cpu_policy.options.full_pcpus_only
+    try:
+        got = cpu_policy.allocate(cpu, pod, container, hint.affinity) is not None
+    except PlacementError:
+        _count(events, AllocationEvent.pinning(ok=False))
+        if smt:
+            _count(events, AllocationEvent.alignment(AlignScope.CONTAINER, AlignBoundary.PHYSICAL_CPU, ok=False))
+        raise
+    if got:
+        _count(events, AllocationEvent.pinning(ok=True))
+        if smt:
+            _count(events, AllocationEvent.alignment(AlignScope.CONTAINER, AlignBoundary.PHYSICAL_CPU, ok=True))
+    return got
+
+
 def _allocate(
-    providers: Providers, cpu: CPUState, memory: MemoryState, pod: PodView, container: ContainerView, hint: TopologyHint
+    providers: Providers,
+    cpu: CPUState,
+    memory: MemoryState,
+    pod: PodView,
+    container: ContainerView,
+    hint: TopologyHint,
+    events: list[AllocationEvent] | None = None,
 ) -> int:
     """Every provider's ``Allocate`` for one container; returns 1 if it got exclusive CPUs."""
     got = 0
     try:
-        if providers.cpu is not None and providers.cpu.allocate(cpu, pod, container, hint.affinity) is not None:
+        if providers.cpu is not None and _cpu_allocate(providers.cpu, cpu, pod, container, hint, events):
             got = 1
         if providers.memory is not None:
             providers.memory.allocate(memory, pod, container, hint.affinity, hint.preferred)
     except PlacementError as err:
         raise _wrap(err) from err
     return got
+
+
+def _aligned(policy: TopologyPolicy, events: list[AllocationEvent] | None, scope: AlignScope, *, ok: bool) -> None:
+    """The NUMA alignment count of a scope's admission, kept only where the policy guarantees alignment."""
+    if policy.alignment_guaranteed:
+        _count(events, AllocationEvent.alignment(scope, AlignBoundary.NUMA_NODE, ok=ok))
+
+
+def _cpu_allocate_pod(
+    cpu_policy: StaticCPUPolicy, cpu: CPUState, pod: PodView, best: TopologyHint, events: list[AllocationEvent] | None
+) -> PodCPUAllocation | None:
+    """``AllocatePod``: one request per exclusive slice carved; a failure is one failed request."""
+    try:
+        allocation = cpu_policy.allocate_pod(cpu, pod, best.affinity)
+    except PlacementError:
+        _count(events, AllocationEvent.pinning(ok=False))
+        raise
+    for _ in allocation.exclusive if allocation is not None else ():
+        _count(events, AllocationEvent.pinning(ok=True))
+    return allocation
 
 
 def admit_pod(
@@ -149,6 +211,7 @@ def admit_pod(
     memory: MemoryState,
     devices: PodDevices | None = None,
     steps: list[MergeStep] | None = None,
+    events: list[AllocationEvent] | None = None,
 ) -> Admission:
     """Admit one pod into the given (working-copy) states.
 
@@ -161,6 +224,7 @@ def admit_pod(
         memory: memory state to allocate from (mutated).
         devices: the devices the pod's containers hold, when known (the device manager's facts).
         steps: when given, each merge is appended to it (``podpin plan --explain``).
+        events: when given, each count of the kubelet's pinning and alignment counters is appended to it.
 
     Raises:
         PlacementError: the kubelet's reason and message; the states are then half-updated and must be dropped.
@@ -171,7 +235,7 @@ def admit_pod(
     if policy.name == TopologyManagerPolicy.NONE:
         exclusive = 0
         for container in pod.all_containers:
-            exclusive += _allocate(providers, cpu, memory, pod, container, TopologyHint(None, False))
+            exclusive += _allocate(providers, cpu, memory, pod, container, TopologyHint(None, False), events)
         return Admission(exclusive_requests=exclusive)
     if scope == TopologyManagerScope.CONTAINER:
         chosen: dict[str, TopologyHint] = {}
@@ -180,13 +244,16 @@ def admit_pod(
             hints = _container_hints(providers, cpu, memory, pod, container, devices)
             best, admit = _merge(policy, hints, container.name, steps)
             if not admit:
+                _aligned(policy, events, AlignScope.CONTAINER, ok=False)
                 raise TopologyAffinityError()
             chosen[container.name] = best
-            exclusive += _allocate(providers, cpu, memory, pod, container, best)
+            exclusive += _allocate(providers, cpu, memory, pod, container, best, events)
+            _aligned(policy, events, AlignScope.CONTAINER, ok=True)
         return Admission(hints=chosen, exclusive_requests=exclusive)
     best, admit = _merge(policy, _pod_hints(providers, cpu, memory, pod, devices), None, steps)
     pod_level = uses_pod_level_path(pod)
     if not admit:
+        _aligned(policy, events, AlignScope.POD, ok=False)
         raise TopologyAffinityError(
             POD_LEVEL_REJECTION if pod_level else "Resources cannot be allocated with Topology locality"
         )
@@ -194,17 +261,19 @@ def admit_pod(
     if not pod_level:
         exclusive = 0
         for container in pod.all_containers:
-            exclusive += _allocate(providers, cpu, memory, pod, container, best)
+            exclusive += _allocate(providers, cpu, memory, pod, container, best, events)
+        _aligned(policy, events, AlignScope.POD, ok=True)
         return Admission(hints=chosen, exclusive_requests=exclusive)
     pod_cpu: PodCPUAllocation | None = None
     pod_numa: tuple[int, ...] | None = None
     try:
         if providers.cpu is not None:
-            pod_cpu = providers.cpu.allocate_pod(cpu, pod, best.affinity)
+            pod_cpu = _cpu_allocate_pod(providers.cpu, cpu, pod, best, events)
         if providers.memory is not None:
             pod_numa = providers.memory.allocate_pod(memory, pod, best.affinity, best.preferred)
     except PlacementError as err:
         raise _wrap(err) from err
+    _aligned(policy, events, AlignScope.POD, ok=True)
     return Admission(
         hints=chosen,
         pod_level=True,

@@ -62,6 +62,7 @@ from agent.alloc.state import (
     seed_observed,
     validate_node_state,
 )
+from agent.alloc.tally import AllocationEvent
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.alloc.trace import AdmissionTrace, MergeStep
 from agent.alloc.why import pool_reason, request_facts
@@ -96,6 +97,8 @@ class Decision:
     facts: RequestFacts | None = None
     trace: AdmissionTrace | None = None
     devices: PodDevices | None = None
+    allocations: tuple[AllocationEvent, ...] = ()
+    """What the kubelet's pinning and alignment counters would count for this admission (:mod:`agent.alloc.tally`)."""
 
 
 class Planner:
@@ -303,6 +306,8 @@ class Planner:
     ) -> Decision:
         memory = self._state.memory.copy() if self._state.memory is not None else MemoryState()
         steps: list[MergeStep] | None = [] if explain else None
+        events: list[AllocationEvent] = []
+        scope_admitted = False
         request = request_facts(pod, self.topology, self._cpu, self._state) if explain else None
         try:
             admission = admit_pod(
@@ -314,9 +319,14 @@ class Planner:
                 memory=memory,
                 devices=devices,
                 steps=steps,
+                events=events,
             )
+            scope_admitted = True
             self._check_shared_pool(cpu)
         except PlacementError as err:
+            if scope_admitted:
+                # podpin's own refusal (kubelet issue #141196): one more allocation attempt, and it failed.
+                events.append(AllocationEvent.pinning(ok=False))
             if self._cpu is not None:
                 self._cpu.start_pod(pod.uid)
             if self._memory is not None:
@@ -331,6 +341,7 @@ class Planner:
                 facts=request or request_facts(pod, self.topology, self._cpu, self._state),
                 trace=self._trace(pod, steps, request, err),
                 devices=devices,
+                allocations=tuple(events),
             )
         holds = (
             pod.uid in cpu.assignments
@@ -362,6 +373,7 @@ class Planner:
             kept_observed=kept,
             trace=self._trace(pod, steps, request, None),
             devices=devices,
+            allocations=tuple(events),
         )
 
     def _check_shared_pool(self, cpu: CPUState) -> None:

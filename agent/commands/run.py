@@ -42,6 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="sysfs to read (default: %(default)s)",
     )
     parser.add_argument(
+        "--proc-root",
+        type=Path,
+        default=Path("/proc"),
+        metavar="DIR",
+        help="procfs the affinity audit and the interference metrics read (default: %(default)s)",
+    )
+    parser.add_argument(
         "--cgroup-root", type=Path, metavar="DIR", help="cgroup v2 root (default: cgroupRoot, /sys/fs/cgroup)"
     )
     parser.add_argument(
@@ -78,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         pods_dir=args.pods_dir,
         sysfs_root=args.sysfs_root,
+        proc_root=args.proc_root,
         cgroup_root=args.cgroup_root,
         state_dir=args.state_dir,
         metrics_bind_address=args.metrics_bind_address,

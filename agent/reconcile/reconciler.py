@@ -52,7 +52,8 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
+from agent.alloc import ContainerPlan, Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
+from agent.audit import AffinityAudit
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
@@ -99,6 +100,7 @@ class Reconciler:
         bundles: BundleReader | None = None,
         clock: Callable[[], float] = time.monotonic,
         devices: DeviceGate | None = None,
+        audit: AffinityAudit | None = None,
     ) -> None:
         self.planner = planner
         self.devices = devices
@@ -136,6 +138,8 @@ class Reconciler:
         self.passes = 0
         self.sweeps = 0
         self.blocked: str | None = None
+        self.audit = audit
+        self._auditing = False
         if not rebuild:
             self.reporter.mark_pinned(planner.snapshot().pods)
 
@@ -472,6 +476,8 @@ class Reconciler:
         if self.namer is not None:
             self.namer.retain(live)
         dirty = [p.cgroup_key for p in plan.pods if p.uid in self._dirty or p.cgroup_key in self._dirty]
+        if self.audit is not None and not self.dry_run and not self._auditing:
+            self._auditing = self.audit.due(self.clock())  # the affinity audit rides on this full pass
         return Sweep.of_scan(live, [*self._new_cgroups, *dirty])
 
     def _continue_sweep(self, pending: Pending | None) -> None:
@@ -499,9 +505,23 @@ class Reconciler:
                 targets = pod_targets(pod, scanned, self.identities)
                 sweep.add_usage(self._sample_usage(pod, scanned))
             self._write(plan, targets)
+            if self._auditing and self.audit is not None and not isinstance(step, QoSLevels) and pod is not None:
+                self.audit.audit(pod, self._audited(pod, targets))
         self._finish_sweep(sweep)
 
+    @staticmethod
+    def _audited(pod: PodPlan, targets: list[Target]) -> list[tuple[ContainerPlan, Path]]:
+        """The container targets of one pod, with their plans (for the affinity audit)."""
+        return [
+            (pod.container(t.container), t.path)
+            for t in targets
+            if t.level is TargetLevel.CONTAINER and t.container is not None
+        ]
+
     def _finish_sweep(self, sweep: Sweep) -> None:
+        if self._auditing and self.audit is not None:
+            self._auditing = False
+            self.reporter.affinity_audited(self.audit.finish())
         self._sweep = None
         self.sweeps += 1
         self._usage = sweep.usage

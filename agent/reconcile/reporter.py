@@ -9,10 +9,14 @@ saying where each container runs and why. The words come from
 ``agent/render/reasons.py``. Each Warning is posted once per distinct message (the
 recorder aggregates repeats); posting never blocks the pinning path.
 
-Every cgroup failure other than a cgroup that vanished (its container exited)
-counts as a pinning error: a write the kernel refused, a file that could not be
-read or parsed, a read-back that differs from the plan. ``cgroup_writes``
-counts the writes themselves by result.
+Pinning requests and errors count allocations as the kubelet's CPU manager
+does (the planner's :class:`~agent.alloc.tally.AllocationEvent` values on each
+decision), so their ratio means what the kubelet's means. Every cgroup failure
+other than a cgroup that vanished (its container exited) counts in
+``cgroup_write_errors`` by errno name: a write the kernel refused, a file that
+could not be read (``E...``), a value that cannot be parsed (``invalid``), a
+read-back that differs from the plan (``mismatch``). ``cgroup_writes`` counts
+the writes themselves by result.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Any, Protocol
 import structlog
 
 from agent.alloc import Decision, PodPlan, PodRecord, Pool
-from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
+from agent.audit import AUDITED_POOLS, AffinityFinding
+from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError, errno_name
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import AgentMetrics
@@ -62,6 +67,15 @@ def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
     return (pod.namespace, pod.name, pod.uid)
 
 
+def _error_label(error: CgroupError) -> str:
+    """The ``errno`` label of a cgroup failure: its errno name, ``mismatch`` or ``invalid`` (``CGROUP_ERROR_KINDS``)."""
+    if isinstance(error, CgroupFileError):
+        return errno_name(error.errno)
+    if isinstance(error, MismatchError):
+        return "mismatch"
+    return "invalid"
+
+
 def pinned_summary(pod: PodPlan) -> str:
     """One line for the ``Pinned`` Event: where each container runs and why (finished init containers left out).
 
@@ -95,6 +109,8 @@ class Reporter:
         self._pinned: set[str] = set()
         self._malformed: dict[str, str] = {}
         self._kubelet_reason: str | None = None
+        self._strays: set[tuple[str, str, str]] = set()
+        self._blind = False
 
     # -- Events -----------------------------------------------------------------------------
     def _warn_once(self, ref: PodRef, reason: str, message: str) -> None:
@@ -108,7 +124,7 @@ class Reporter:
     def admitted(self, decision: Decision, plan: PodPlan | None, seconds: float) -> None:
         self.metrics.admission_requests.inc()
         self.metrics.admission_duration.observe(seconds)
-        self.metrics.pinning_requests.inc(decision.exclusive_containers)
+        self.metrics.count_allocations(decision.allocations)
         fields: dict[str, Any] = {"numa": list(decision.numa_affinity or ())}
         if plan is not None:
             fields["bubble"] = str(plan.bubble) if plan.bubble is not None else None
@@ -130,8 +146,7 @@ class Reporter:
         self.metrics.admission_requests.inc()
         self.metrics.admission_duration.observe(seconds)
         self.metrics.admission_errors.labels(reason=decision.reason or "UnexpectedAdmissionError").inc()
-        if decision.reason in ("SMTAlignmentError", "UnexpectedAdmissionError"):
-            self.metrics.pinning_errors.inc()
+        self.metrics.count_allocations(decision.allocations)
         request = rejection_text(decision.facts) if decision.facts is not None else None
         self.log.warning(
             "pod.rejected",
@@ -287,7 +302,7 @@ class Reporter:
 
     def controllers_failed(self, target: Target, error: CgroupError) -> None:
         """A parent whose controllers cannot be enabled: its child has no cpuset files to write."""
-        self.metrics.pinning_errors.inc()
+        self.metrics.cgroup_write_errors.labels(errno=_error_label(error)).inc()
         self.log.error("cgroup.error", **self._target_fields(target, target.path), error=str(error), controllers=True)
         if target.pod is not None:
             self._warn_once(
@@ -320,7 +335,7 @@ class Reporter:
         if vanished:
             self.log.info("cgroup.vanished", **fields, error=str(failure))
             return
-        self.metrics.pinning_errors.inc()
+        self.metrics.cgroup_write_errors.labels(errno=_error_label(failure)).inc()
         self.log.error("cgroup.error", **fields, error=str(failure), mismatch=isinstance(failure, MismatchError))
         if target is not None and target.pod is not None:
             self._warn_once(
@@ -334,6 +349,58 @@ class Reporter:
         self._pinned.add(pod.uid)
         if self.events is not None:
             self.events.normal(_ref(pod), "Pinned", pinned_summary(pod))
+
+    # -- the affinity audit -----------------------------------------------------------------
+    def affinity_audited(self, findings: Iterable[AffinityFinding]) -> None:
+        """Set the violations gauge; log and warn (once per distinct set of stray threads) per violating container.
+
+        A container whose stray threads are the same as at the previous audit is
+        not reported again; one that is clean and strays again later is.
+        """
+        counts = dict.fromkeys(AUDITED_POOLS, 0)
+        strays: set[tuple[str, str, str]] = set()
+        blind = 0
+        for finding in findings:
+            blind += 0 if finding.visible else 1
+            if not finding.threads:
+                continue
+            counts[finding.pool] = counts.get(finding.pool, 0) + len(finding.threads)
+            shown = ", ".join(f"{t.tid} on {t.affinity}" for t in finding.threads[:8])
+            more = f" and {len(finding.threads) - 8} more" if len(finding.threads) > 8 else ""
+            key = (finding.uid, finding.container, shown + more)
+            strays.add(key)
+            if key in self._strays:
+                continue
+            self.log.warning(
+                "affinity.violation",
+                namespace=finding.namespace,
+                pod=finding.pod,
+                uid=finding.uid,
+                container=finding.container,
+                pool=finding.pool,
+                cpus=str(finding.cpus),
+                path=str(finding.path),
+                threads={t.tid: str(t.affinity) for t in finding.threads},
+            )
+            self._warn_once(
+                (finding.namespace, finding.pod, finding.uid),
+                "PodpinAffinityViolation",
+                event_message(
+                    f"{len(finding.threads)} thread(s) of container {finding.container} may run outside its CPUs "
+                    f"{finding.cpus} ({finding.pool}): {shown}{more}"
+                ),
+            )
+        self._strays = strays
+        for pool, count in counts.items():
+            self.metrics.affinity_violations.labels(pool=pool).set(count)
+        self.metrics.affinity_audits.inc()
+        if blind and not self._blind:
+            self.log.warning(
+                "affinity.audit_blind",
+                containers=blind,
+                reason="their threads are in another PID namespace: run the agent with hostPID to audit them",
+            )
+        self._blind = bool(blind)
 
     # -- the checkpoint ---------------------------------------------------------------------
     def checkpoint_failed(self, path: Path, failure: WriteFailure, previous: WriteFailure | None) -> None:

@@ -376,12 +376,12 @@ def _cgroup_error(id_: str, setup: Callable[[Ctx], None], file: str, result: str
     return Case(id_, setup, ("cgroup.error", fields), metric, (("victim", "PodpinPinningFailed"),))
 
 
-def _pinning_error(id_: str, setup: Callable[[Ctx], None], mismatch: bool = False) -> Case:
+def _pinning_error(id_: str, setup: Callable[[Ctx], None], errno_label: str, mismatch: bool = False) -> Case:
     return Case(
         id_,
         setup,
         ("cgroup.error", {"pod": "victim", "cgroup_level": "container", "mismatch": mismatch}),
-        ("podpin_pinning_errors_total", {}, 1.0),
+        ("podpin_cgroup_write_errors_total", {"errno": errno_label}, 1.0),
         (("victim", "PodpinPinningFailed"),),
     )
 
@@ -506,9 +506,9 @@ CASES = [
         ("podpin_cgroup_writes_total", {"file": "cpuset.cpus", "result": "ERANGE"}, 4.0),
         (("keeper", "PodpinPinningFailed"), ("victim", "PodpinPinningFailed")),
     ),
-    _pinning_error("eio-reading-cpuset", read_fault(errno.EIO)),
-    _pinning_error("garbage-in-cpu-max", garbage_cpu_max),
-    _pinning_error("kernel-ignores-the-write", ignored_write, mismatch=True),
+    _pinning_error("eio-reading-cpuset", read_fault(errno.EIO), "EIO"),
+    _pinning_error("garbage-in-cpu-max", garbage_cpu_max, "invalid"),
+    _pinning_error("kernel-ignores-the-write", ignored_write, "mismatch", mismatch=True),
     # the checkpoint: damaged or unusable, rebuilt from the live cgroups; keeper keeps its CPUs
     _state("checkpoint-not-json", checkpoint(b'{"version": 1, "data": '), "state.corrupt"),
     _state("checkpoint-not-utf8", checkpoint(b"\xff\xfe\x00podpin\x80"), "state.corrupt"),

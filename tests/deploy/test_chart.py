@@ -368,3 +368,12 @@ class TestSchema:
     def test_manifests_values_pass(self, tmp_path: Path) -> None:
         """The values files the project ships render (the schema is not refusing everything)."""
         assert [True, True] == [bool(_render(tmp_path, files=(path,))) for path in (MANIFESTS_VALUES, NRI_VALUES)]
+
+
+class TestAffinityAudit:
+    def test_host_pid_only_when_asked(self, tmp_path: Path) -> None:
+        """The DaemonSet stays out of the host PID namespace unless affinityAudit.hostPID lets the audit see threads."""
+        default = _one(_render(tmp_path), "DaemonSet")["spec"]["template"]["spec"]["hostPID"]
+        values = {"affinityAudit": {"hostPID": True}}
+        asked = _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["spec"]["hostPID"]
+        assert (False, True) == (default, asked)

@@ -1,7 +1,7 @@
 """deploy/: the plain manifests generated from the Helm chart, checked against the agent and the clusters they target.
 
-``deploy/daemonset.yaml``, ``servicemonitor.yaml``, ``grafana-dashboard.yaml``, ``rbac-nrt.yaml`` and
-``crds/noderesourcetopologies.yaml`` are ``helm template`` output of ``deploy/helm/podpin``
+``deploy/daemonset.yaml``, ``servicemonitor.yaml``, ``prometheusrule.yaml``, ``grafana-dashboard.yaml``,
+``rbac-nrt.yaml`` and ``crds/noderesourcetopologies.yaml`` are ``helm template`` output of ``deploy/helm/podpin``
 (``scripts/render_manifests.py``); a test renders the chart again and asserts the files equal it, so every check here is
 a check of the chart's default install too (and of its NodeResourceTopology objects). The agent's side of the contract
 (config keys, ``podpin run`` flags) is read from the agent's own code. Kubernetes versions: pod-level resources
@@ -36,12 +36,13 @@ from tests.support.paths import REPO
 DEPLOY = REPO / "deploy"
 DAEMONSET = DEPLOY / "daemonset.yaml"
 SERVICEMONITOR = DEPLOY / "servicemonitor.yaml"
+PROMETHEUSRULE = DEPLOY / "prometheusrule.yaml"
 DASHBOARD_CONFIGMAP = DEPLOY / "grafana-dashboard.yaml"
 DASHBOARD = CHART / "dashboards" / "podpin.json"
 RBAC_NRT = DEPLOY / "rbac-nrt.yaml"
 CRD_NRT = DEPLOY / "crds" / "noderesourcetopologies.yaml"
 #: What `kubectl apply -f deploy/` applies (not recursive: the CRD in deploy/crds/ is applied on its own).
-TOP_LEVEL = (DAEMONSET, SERVICEMONITOR, DASHBOARD_CONFIGMAP, RBAC_NRT)
+TOP_LEVEL = (DAEMONSET, SERVICEMONITOR, PROMETHEUSRULE, DASHBOARD_CONFIGMAP, RBAC_NRT)
 MANIFESTS = (*TOP_LEVEL, CRD_NRT)
 MANIFESTS_VALUES = CHART / "ci" / "manifests-values.yaml"
 NRT_VALUES = CHART / "ci" / "manifests-nrt-values.yaml"
@@ -73,6 +74,16 @@ METRICS: dict[str, frozenset[str]] = {
     "podpin_events_total": frozenset({"type", "result"}),
     "podpin_ready": frozenset(),
     "podpin_kubelet_pinning": frozenset(),
+    "podpin_cgroup_write_errors_total": frozenset({"errno"}),
+    "podpin_container_aligned_compute_resources_total": frozenset({"scope", "boundary"}),
+    "podpin_container_aligned_compute_resources_failure_total": frozenset({"scope", "boundary"}),
+    "podpin_build_info": frozenset({"version", "python"}),
+    "podpin_checkpoint_stale": frozenset(),
+    "podpin_checkpoint_write_errors_total": frozenset({"errno"}),
+    "podpin_affinity_violations": frozenset({"pool"}),
+    "podpin_affinity_audits_total": frozenset(),
+    "podpin_exclusive_cpu_interference_seconds_total": frozenset({"cpu", "mode"}),
+    "podpin_exclusive_cpu_owner": frozenset({"cpu", "namespace", "pod", "container", "pool"}),
 }
 HISTOGRAMS = frozenset(
     {"podpin_admission_duration_seconds", "podpin_pin_latency_seconds", "podpin_reconcile_duration_seconds"}
@@ -253,7 +264,11 @@ class TestGenerated:
         the dashboard ConfigMap in their own files, everything else in daemonset.yaml; the NodeResourceTopology
         ClusterRole and CRD, off by default, from a render with them on, in rbac-nrt.yaml and crds/."""
         renders = {
-            (MANIFESTS_VALUES,): {"servicemonitor.yaml": SERVICEMONITOR, "grafana-dashboard.yaml": DASHBOARD_CONFIGMAP},
+            (MANIFESTS_VALUES,): {
+                "servicemonitor.yaml": SERVICEMONITOR,
+                "prometheusrule.yaml": PROMETHEUSRULE,
+                "grafana-dashboard.yaml": DASHBOARD_CONFIGMAP,
+            },
             (MANIFESTS_VALUES, NRT_VALUES): {"rbac-nrt.yaml": RBAC_NRT, "crd-nrt.yaml": CRD_NRT},
         }
         expected: dict[Path, list[str]] = {path: [] for path in MANIFESTS}
@@ -355,6 +370,7 @@ class TestManifestValidity:
             ("Service", "podpin-metrics"),
             ("DaemonSet", "podpin"),
             ("ServiceMonitor", "podpin"),
+            ("PrometheusRule", "podpin"),
             ("ConfigMap", "podpin-dashboard"),
             ("ClusterRole", "podpin-nrt"),
             ("ClusterRoleBinding", "podpin-nrt"),
@@ -369,7 +385,8 @@ class TestManifestValidity:
     @pytest.mark.parametrize("version", supported_versions())
     def test_objects_validate_strictly(self, version: str) -> None:
         """Every built-in object passes strict schema validation (no unknown field) against each supported minor."""
-        builtin = [doc for path in MANIFESTS for doc in _documents(path) if doc["kind"] != "ServiceMonitor"]
+        operator = ("ServiceMonitor", "PrometheusRule")
+        builtin = [doc for path in MANIFESTS for doc in _documents(path) if doc["kind"] not in operator]
         results = [kubernetes_validate.validate(doc, version, strict=True) for doc in builtin]
         assert [version] * len(builtin) == results
 

@@ -364,6 +364,10 @@ CONTRACT = {
     "podpin_events_total": "counter",
     "podpin_ready": "gauge",
     "podpin_kubelet_pinning": "gauge",
+    "podpin_cgroup_write_errors_total": "counter",
+    "podpin_container_aligned_compute_resources_total": "counter",
+    "podpin_container_aligned_compute_resources_failure_total": "counter",
+    "podpin_build_info": "gauge",
 }
 
 

@@ -1,0 +1,1 @@
+"""Tests of agent/audit: the affinity audit, the interference metrics and their psutil probe."""
