@@ -11,9 +11,11 @@ when done), then boots it once and runs ``tests/vm/scenario_pin_window.py``: per
 at a time, started over CRI by the suite playing the kubelet, each container's status published
 ``--status-delay`` s after it started (the API lag).
 
-Modes (``tests/vm/runtimenode.py: MODES``): ``bundle`` (podpin reads containerd's bundles,
-``--runtime-root /``) and ``api`` (only the pod status names a container: the baseline). An ``nri`` row is
-one more entry there once the agent speaks NRI.
+Modes (``tests/vm/runtimenode.py: MODES``): ``nri`` (containerd's NRI on, podpin connected as a plugin:
+CreateContainer is answered with the container's CPUs before runc creates it; no runtime state visible),
+``bundle`` (podpin reads containerd's bundles, ``--runtime-root /``) and ``api`` (only the pod status names a
+container: the baseline). The modes run one after the other in one boot; switching containerd's NRI
+restarts containerd.
 
 The guest is TCG-emulated. The slowdown factor is estimated as in ``bench_pin_latency_vm.py``: the same
 pure-Python work (``tests/vm/cpubench.py``, agent-like cpuset/JSON work) timed with the same interpreter on
@@ -139,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--containers", type=int, default=50, help="containers per mode (default 50)")
     parser.add_argument("--per-pod", type=int, default=5, help="containers per pod, one CPU each (default 5)")
-    parser.add_argument("--modes", default="bundle,api", help="modes to run, comma-separated (default bundle,api)")
+    parser.add_argument(
+        "--modes", default="nri,bundle,api", help="modes to run, comma-separated (default nri,bundle,api)"
+    )
     parser.add_argument("--status-delay", type=float, default=2.0, help="API lag in seconds (default 2)")
     parser.add_argument("--repeats", type=int, default=5, help="runs of each CPU micro-benchmark (default 5)")
     parser.add_argument("--timeout", type=int, default=3600, help="VM run limit in seconds (default 3600)")

@@ -12,9 +12,9 @@
 
 Modes say how podpin may learn who a new container is. ``bundle``: ``--runtime-root /``, so podpin reads
 containerd's bundles. ``api``: ``--runtime-root`` an empty directory, so only the pod status names containers
-(the baseline). An ``nri`` mode is one more :class:`Mode`: containerd's NRI section on
-(``containerd_nri=True``) and the agent's NRI configuration in ``agent_config``; :meth:`RuntimeNode.use_mode`
-restarts containerd when the NRI switch changes.
+(the baseline). ``nri``: containerd's NRI section on (``containerd_nri=True``), podpin's ``nri`` settings in
+``agent_config`` and no runtime state visible, so podpin learns each container from NRI's CreateContainer
+before it exists; :meth:`RuntimeNode.use_mode` restarts containerd when the NRI switch changes.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from tests.vm.pinwindow import WindowObserver
 from tests.vm.runtimepods import manifest
 from tests.vm.scenario import wait_until
 
-__all__ = ["MODES", "Mode", "RuntimeNode", "StatusWriter", "container_records"]
+__all__ = ["MODES", "NRI_SOCKET", "Mode", "RuntimeNode", "StatusWriter", "container_records"]
 
 AGENT_START_TIMEOUT = 180.0
 METRICS = (
@@ -54,6 +54,8 @@ METRICS = (
     "podpin_runtime_identity_errors_total",
     "podpin_pin_latency_seconds_count",
     "podpin_pinning_errors_total",
+    "podpin_nri_requests_total",
+    "podpin_nri_connected",
 )
 
 
@@ -70,11 +72,22 @@ class Mode:
     """Configuration keys added to the agent's (an NRI mode puts its ``nri`` settings here)."""
 
 
+NRI_SOCKET = Path("/var/run/nri/nri.sock")
+"""Where containerd listens for NRI plugins in the guest (``ContainerdConfig.nri_socket``)."""
+
 MODES: dict[str, Mode] = {
+    "nri": Mode(
+        name="nri",
+        runtime_root=None,
+        containerd_nri=True,
+        agent_config={"nri": {"enabled": True, "socketPath": str(NRI_SOCKET)}},
+    ),
     "bundle": Mode(name="bundle", runtime_root=Path("/")),
     "api": Mode(name="api", runtime_root=None),
 }
-"""The modes the scenarios run; an ``nri`` mode is added here when the agent speaks NRI."""
+"""The modes the scenarios run. ``nri``: containerd's NRI on and no runtime state visible, so only NRI (or,
+seconds later, the status) names a container. In ``bundle`` and ``api`` podpin keeps its default
+``nri.enabled: true`` while containerd's NRI is off: the socket is absent, as on a node without NRI."""
 
 
 @dataclass(slots=True)
@@ -183,6 +196,7 @@ class RuntimeNode:
         self.mode: Mode | None = None
         self.agent: Background | None = None
         self.port = 0
+        self.state_port = 0
         self.runs: dict[str, PodRun] = {}
 
     # -- the runtime --------------------------------------------------------------------------
@@ -248,9 +262,11 @@ class RuntimeNode:
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         shutil.copy(path, self.workdir / "config.yaml")
         self.port = free_port()
+        self.state_port = free_port()
         root = mode.runtime_root if mode.runtime_root is not None else self.empty_root
         argv = podpin("run", "--config", str(path), "--pods-dir", str(self.pods_dir), "--runtime-root", str(root))
         argv += ["--metrics-bind-address", f"127.0.0.1:{self.port}"]
+        argv += ["--state-bind-address", f"127.0.0.1:{self.state_port}"]
         self.kill_agent()
         agent = Background(unprivileged(argv), log_path=self.workdir / "agent.log")
         self.agent = agent
@@ -279,7 +295,7 @@ class RuntimeNode:
         Raises:
             RuntimeError: it did not answer 200.
         """
-        status, body = http_get(f"http://127.0.0.1:{self.port}/state")
+        status, body = http_get(f"http://127.0.0.1:{self.state_port}/state")
         if status != 200:
             raise RuntimeError(f"/state answered {status}: {body[:300]}")
         document: dict[str, Any] = json.loads(body)
