@@ -45,7 +45,7 @@ the runtimes' state directories). */}}
 {{- $_ := set $config "kubeletCPUManagerStatePath" (printf "%s/cpu_manager_state" $kubelet) -}}
 {{- $_ := set $config "podResourcesSocket" (printf "%s/pod-resources/kubelet.sock" $kubelet) -}}
 {{- end -}}
-{{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath) -}}
+{{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath "podWaitTimeout" .Values.nri.podWaitTimeout) -}}
 {{- if .Values.runtimeState.enabled -}}
 {{- $_ := set $config "runtimeRoot" .Values.runtimeState.mountRoot -}}
 {{- end -}}
