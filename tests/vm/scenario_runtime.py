@@ -192,7 +192,7 @@ def nri_restart_containerd_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     out["containerd_pids"] = [pid, node.containerd.pid]
     out["synchronized"] = len(wait_synchronized(node, since))
     out["before"], out["after"] = before, node.cpusets()
-    spec = late_pod(7)
+    spec = late_pod(7, suffix="d")
     plan = node.start_pods([spec], ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
     out["late"] = container_records(node, [node.runs[spec.uid]], plan)
     out["agent_running"] = node.agent is not None and node.agent.running
@@ -217,7 +217,7 @@ def nri_restart_agent_step(node: RuntimeNode, out: dict[str, Any]) -> None:
 
 def nri_delete_during_create_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     """The doomed pod deleted while created, in NRI mode (the earlier NRI pods deleted first, for its CPUs)."""
-    node.delete_pods([story_pod(1, suffix="d"), cache_pod(2, suffix="d"), late_pod(7)])
+    node.delete_pods([story_pod(1, suffix="d"), cache_pod(2, suffix="d"), late_pod(7, suffix="d")])
     since = len(node.agent_events())
     delete_during_create_step(node, out, order=8, fresh_suffix="e")
     out["nri_events"] = nri_events(node, since)
