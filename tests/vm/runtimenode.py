@@ -402,7 +402,9 @@ def container_records(
     set. ``window_ms`` is from its cgroup appearing to ``cpuset.cpus`` holding the plan's CPUs (None: never);
     ``first_view_final``: the first view already was that set; ``started_after_ms``: from the cgroup appearing
     to the entrypoint reading its affinity (guest ``/proc/uptime``, 10 ms resolution: the race podpin runs);
-    ``status_after_ms``: from the cgroup appearing to its status being published (None: not yet, or never).
+    ``status_after_ms``: from the cgroup appearing to its status being published (None: not yet, or never);
+    ``spec_cpus``: ``linux.resources.cpu.cpus`` of the container's OCI spec as containerd wrote it (runc applies it
+    at creation; NRI's adjustment lands there), None when unset or unreadable.
     """
     deadline = time.monotonic() + timeout
     records = []
@@ -435,9 +437,20 @@ def container_records(
                     else round((uptime - child.appeared) * 1000, 1),
                     "values": [] if child is None else [v for _, v in child.values],
                     "bundle_at_appearance": None if child is None else child.bundle_at_appearance,
+                    "spec_cpus": _spec_cpus(node.containerd.config.bundles / container_id / "config.json"),
                 }
             )
     return records
+
+
+def _spec_cpus(path: Path) -> str | None:
+    """``linux.resources.cpu.cpus`` of an OCI ``config.json``, or None."""
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    cpus = (((spec.get("linux") or {}).get("resources") or {}).get("cpu") or {}).get("cpus")
+    return cpus if isinstance(cpus, str) and cpus else None
 
 
 def _wait(probe: Callable[[], Any], deadline: float) -> Any:

@@ -171,6 +171,17 @@ def test_nri_mode_every_container_starts_on_its_final_set(runtime: GuestRun) -> 
     assert expected == (first, pins, step["metrics"]["podpin_nri_connected"]), step.explain
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_only_nri_puts_the_cpuset_in_the_containers_spec(runtime: GuestRun, mode: str) -> None:
+    """In NRI mode containerd's OCI spec of each container carries podpin's CPUs (runc applies them when it creates
+    the cgroup); in the other modes the spec has no cpuset and podpin writes the cgroup."""
+    step = runtime.step(f"mode_{mode}")
+    records = _records(step, "after_status")
+    actual = {key: r["spec_cpus"] for key, r in records.items()}
+    expected = {key: r["planned"] if mode == "nri" else None for key, r in records.items()}
+    assert expected == actual, step.explain
+
+
 def test_nri_mode_cgroup_never_holds_another_set(runtime: GuestRun) -> None:
     """In NRI mode an exclusive container's cgroup holds no set but its planned one: runc writes it at creation
     (before that the file is empty for an instant) and podpin never has to move it."""
