@@ -511,7 +511,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         dict(_NRT_DEFAULT),
         "{enabled, minInterval}: publish the node's NodeResourceTopology, at most once per minInterval",
     ),
-    _key("nri", "nri", _nri, {}, "the NRI plugin: enabled, socketPath (agent/nri/config.py)"),
+    _key("nri", "nri", _nri, {}, "the NRI plugin: enabled, socketPath, podWaitTimeout (agent/nri/config.py)"),
 )
 
 _KNOWN = tuple(sorted(k.key for k in CONFIG_KEYS))

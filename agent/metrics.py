@@ -325,6 +325,8 @@ class AgentMetrics:
         affinity_violations: threads of pinned containers, by ``pool``, whose affinity reaches outside the
             container's planned CPUs, at the last affinity audit.
         affinity_audits: affinity audits completed.
+        nri_requests: NRI requests from the runtime, by ``method`` and ``result`` (``agent/nri/report.py``).
+        nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -402,6 +404,15 @@ class AgentMetrics:
         )
         self.http_dropped = counter(
             "http_connections_dropped", "HTTP connections closed without an answer, by reason.", "reason"
+        )
+        self.nri_requests = counter(
+            "nri_requests",
+            "NRI requests from the runtime, by method and result (ok, error, timeout, ...).",
+            "method",
+            "result",
+        )
+        self.nri_connected = gauge(
+            "nri_connected", "1 while podpin is registered with the runtime's NRI and synchronized, else 0."
         )
         # Closed label sets start at 0, so rate() and alerts work before the first occurrence.
         for reason in ADMISSION_ERROR_REASONS:

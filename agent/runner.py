@@ -12,7 +12,11 @@ metrics and probes; ``/state`` only when ``stateBindAddress`` is set).
 The loop is single-threaded: sources, the cgroup watcher and the signal handler
 only put items on a queue; the loop drains it, runs a reconcile pass, and every
 ``reconcilePeriod`` forces a full pass (drift repair, usage sampling, CPU
-hotplug check). A full pass yields to queued work between its steps
+hotplug check). With ``nri.enabled`` (the default) a thread waits for the
+runtime's NRI socket and serves it as an NRI plugin (``agent/nri/plugin.py``);
+its requests reach the loop through the same queue and are answered there
+(``agent/reconcile/nri_handler.py``, ``nri_desk.py``). No socket, ``--once`` or
+a dry run: no plugin, and protobuf is never loaded. A full pass yields to queued work between its steps
 (:meth:`Agent.work_waiting`); the loop then handles the queue, runs a pass
 for it, and continues the full pass where it stopped. ``--once`` runs one full
 pass after the first pod list and exits (status 2 when no pod list arrives
@@ -50,8 +54,11 @@ from agent.kube.events import EventRecorder
 from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
+from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, Report
 from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile.devices import device_gate_for
+from agent.reconcile.nri_desk import NRIDesk
+from agent.reconcile.nri_handler import NRIHandoff, NRIRequest, Reply
 from agent.reconcile.reconciler import Reconciler
 from agent.reconcile.reporter import Reporter
 from agent.render.plan_json import plan_to_dict
@@ -62,6 +69,9 @@ from agent.topology.load import load_topology
 from agent.topology.model import Topology, TopologyError
 
 __all__ = ["RunOptions", "AgentError", "Agent"]
+
+_NRI_SOCKET_POLL = 1.0
+"""Seconds between looks for a missing NRI socket (a stat; quiet)."""
 
 
 class AgentError(RuntimeError):
@@ -171,6 +181,9 @@ class Agent:
             audit=AffinityAudit(probe, period=self.config.reconcile_period),
         )
         self.source = self._source(api)
+        self.nri_desk = NRIDesk(self.reconciler, pod_wait=self.config.nri.pod_wait, pending=self.work_waiting)
+        self.nri_plugin: Any = None
+        self._nri_synchronized = False
         self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)
         watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
@@ -323,6 +336,58 @@ class Agent:
             self.reconciler.on_pods(payload)
         elif kind == "cgroup":
             self.reconciler.on_cgroup(payload, at)
+        elif kind == "nri":
+            self.nri_desk.handle(*payload)
+
+    # -- NRI ------------------------------------------------------------------------------------
+    def _nri_wanted(self) -> bool:
+        return self.config.nri.enabled and not self.options.once and not self.config.dry_run
+
+    def _submit_nri(self, request: NRIRequest, reply: Reply) -> None:
+        self._queue.put(("nri", (request, reply), time.monotonic()))
+
+    def _run_nri(self) -> None:
+        """Wait for the NRI socket (quietly), then serve it until stopped (the plugin reconnects by itself).
+
+        ``agent.nri.plugin`` loads protobuf: it is imported only once the socket exists.
+        """
+        path = self.config.nri.socket_path
+        if not path.exists():
+            self.log.info(
+                "nri.socket_absent",
+                socket=str(path),
+                mode="bundle" if self.config.runtime_root else "api",
+                action=f"pinning from the runtime's bundles and the pod status; looking again every "
+                f"{_NRI_SOCKET_POLL:g}s",
+            )
+            while not path.exists():
+                if self.stop_event.wait(_NRI_SOCKET_POLL):
+                    return
+        from agent.nri.plugin import NRIPlugin  # protobuf only once a socket exists
+
+        self.nri_plugin = NRIPlugin.from_config(
+            self.config.nri, NRIHandoff(self._submit_nri), on_report=self._nri_report
+        )
+        self.nri_plugin.run(self.stop_event)
+
+    def _nri_report(self, report: Report) -> None:
+        """Count the plugin's outcomes (on the plugin's threads; prometheus_client is thread-safe)."""
+        if isinstance(report, CallOutcome):
+            self.metrics.nri_requests.labels(method=report.event, result=report.result).inc()
+        elif isinstance(report, ConnectionEvent):
+            if report.kind is ConnectionKind.SYNCHRONIZED:
+                self._nri_synchronized = True
+                self.metrics.nri_connected.set(1)
+            elif report.kind is not ConnectionKind.CONNECTED:
+                if self._nri_synchronized:
+                    self.log.warning(
+                        "nri.fallback",
+                        socket=report.socket_path,
+                        reason=report.error or str(report.kind),
+                        action="pinning goes on from the runtime's bundles and the pod status; reconnecting",
+                    )
+                self._nri_synchronized = False
+                self.metrics.nri_connected.set(0)
 
     def _check_cpus(self) -> None:
         """CPU hotplug: when the online set changed, re-read the topology and re-plan the pods that lost a CPU."""
@@ -363,6 +428,8 @@ class Agent:
                 self._lock.release()
             raise AgentError(str(err)) from err
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
+        if self._nri_wanted():
+            self._spawn("podpin-nri", self._run_nri)
         if not self.options.once and self.config.cgroup_watch != WatchMode.OFF:
             self.watcher.start()
         self.log.info(
@@ -376,6 +443,7 @@ class Agent:
             metrics=self.metrics_address,
             state=self.state_address,
             once=self.options.once,
+            nri=str(self.config.nri.socket_path) if self._nri_wanted() else "off",
         )
         for assumption in self.config.assumed:
             self.log.warning("config.assumed", assumption=assumption)
@@ -394,6 +462,8 @@ class Agent:
                 return 2
             recheck_at = self.reconciler.next_recheck()  # a container bundle to read again soon
             wake = next_resync if recheck_at is None else min(next_resync, recheck_at)
+            nri_due = self.nri_desk.next_deadline()  # an NRI request waiting for its pod
+            wake = wake if nri_due is None else min(wake, nri_due)
             # A full pass left unfinished for targeted work: look at the queue, do not wait on it.
             timeout = 0.0 if self.reconciler.sweeping else max(0.0, min(1.0, wake - time.monotonic()))
             try:
@@ -409,6 +479,7 @@ class Agent:
                     except queue.Empty:
                         break
             now = time.monotonic()
+            self.nri_desk.revisit(now)
             rechecked = self.reconciler.recheck(now)
             if now >= next_resync:
                 next_resync = now + period

@@ -227,6 +227,48 @@ class Reconciler:
         self.log.warning("topology.changed", online=str(topology.online_cpus), replanned=dropped)
         return dropped
 
+    # -- NRI: the runtime asks before a container exists (``nri_desk.py``) ------------------------
+    def find_view(self, uid: str) -> PodView | None:
+        """The readable pod whose uid or cgroup uid (a static pod's config hash) is ``uid``, or None."""
+        views, _ = self.pods.views()
+        return next((v for v in views if uid in (v.uid, v.cgroup_uid)), None)
+
+    def pod_plan(self, uid: str) -> PodPlan | None:
+        """The latest plan of the pod whose uid or cgroup key is ``uid``, or None."""
+        plan = self._plan
+        if plan is None:
+            return None
+        return next((p for p in plan.pods if uid in (p.uid, p.cgroup_key)), None)
+
+    @property
+    def plan(self) -> Plan | None:
+        """The latest plan (None before the first pass)."""
+        return self._plan
+
+    def prepare_pod(self, uid: str, pending: Pending | None = None) -> PodPlan | None:
+        """Decide for pod ``uid`` now (admitting it if new) and write its pod cgroup; its plan, or None when the
+        pod is not known yet (the API watch has not delivered it) or no pod list arrived.
+
+        What NRI needs before a container of the pod is created: the pod cgroup must hold the container's set
+        before runc writes it into the container's cgroup (cgroup v2 intersects a child's cpuset with its
+        parent's). The pass is a targeted one for this pod; a full pass it starts goes on in later steps.
+        """
+        view = self.find_view(uid)
+        if view is None:
+            return None
+        self._dirty.add(view.uid)
+        if not self.run_pass(pending):
+            return None
+        pod = self.pod_plan(view.uid)
+        if pod is None or self._plan is None or self.blocked is not None or pod.desired.is_empty():
+            return pod
+        scanned = self._scan_pod(pod.cgroup_key, pod.qos)
+        if scanned is not None:
+            self._write(
+                self._plan, [t for t in pod_targets(pod, scanned, self.identities) if t.level is TargetLevel.POD]
+            )
+        return pod
+
     # -- a pass ----------------------------------------------------------------------------------
     @property
     def sweeping(self) -> bool:

@@ -4,7 +4,8 @@ The agent's budget is 60 MiB of resident memory (``docs/design.md``, "Performanc
 break it on their own: the generated ``CoreV1Api`` module (~22 MiB; podpin
 makes its three calls through ``agent.kube.api.CoreCalls``) and NumPy (~11 MiB;
 only lattices of more than 8 NUMA nodes need it). The gRPC client (grpclib, h2) and protobuf load only when the
-NodeResourceTopology publisher asks the kubelet's PodResources API for devices, never on import.
+NodeResourceTopology publisher asks the kubelet's PodResources API for devices, never on import. The NRI plugin
+(protobuf) loads only once the runtime's NRI socket exists.
 """
 
 from __future__ import annotations
@@ -45,3 +46,25 @@ def test_agent_on_a_two_socket_node_loads_neither_numpy_nor_core_v1_api_nor_grpc
         cwd=REPO,
     )
     assert '{"numpy": false, "core_v1_api": false, "grpc": false}' == result.stdout.strip()
+
+
+RUNNING_PROBE = """
+import json, sys, tempfile, time
+from pathlib import Path
+from tests.support.agentfixture import make_node, running, wait_until
+node = make_node(Path(tempfile.mkdtemp()))
+node.write_config(nri={"enabled": True, "socketPath": str(Path(tempfile.mkdtemp()) / "absent.sock")})
+with running(node.agent()) as agent:
+    wait_until(lambda: agent.reconciler.sweeps > 0, what="a full pass")
+    time.sleep(1.5)  # the NRI thread looked for its socket at least once more
+print(json.dumps({"protobuf": "google.protobuf" in sys.modules, "plugin": "agent.nri.plugin" in sys.modules}))
+"""
+
+
+def test_running_agent_without_an_nri_socket_loads_no_protobuf() -> None:
+    """NRI enabled but its socket absent: the running agent looks for the socket and loads neither the plugin nor
+    protobuf (they load only once a socket exists)."""
+    result = subprocess.run(
+        [sys.executable, "-c", RUNNING_PROBE], capture_output=True, text=True, check=True, cwd=REPO, timeout=60
+    )
+    assert '{"protobuf": false, "plugin": false}' == result.stdout.strip().splitlines()[-1]

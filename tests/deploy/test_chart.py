@@ -203,6 +203,31 @@ class TestToggles:
         """config.nri is refused by the schema: the nri values decide both the mount and the agent's section."""
         assert "additional properties 'nri' not allowed" in _schema_error(tmp_path, {"config": {"nri": {}}})
 
+    def test_runtime_state_mounts_reach_the_agent(self, tmp_path: Path) -> None:
+        """runtimeState mounts containerd's and CRI-O's state read-only under mountRoot, and the agent's runtimeRoot
+        is that prefix, so its bundle reader finds them where the mounts put them."""
+        objects = _render(tmp_path, {"runtimeState": {"enabled": True, "mountRoot": "/node"}})
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        mounts = _mounts(objects)
+        expected = (
+            Path("/node"),
+            ("/run/containerd/io.containerd.runtime.v2.task/k8s.io", "DirectoryOrCreate", True),
+            ("/run/containers/storage/overlay-containers", "DirectoryOrCreate", True),
+        )
+        actual = (
+            loaded.runtime_root,
+            mounts["/node/run/containerd/io.containerd.runtime.v2.task/k8s.io"],
+            mounts["/node/run/containers/storage/overlay-containers"],
+        )
+        assert expected == actual
+
+    def test_runtime_state_off(self, tmp_path: Path) -> None:
+        """runtimeState.enabled=false mounts no runtime state and leaves the agent's runtimeRoot unset (the pod
+        status, and NRI, name containers)."""
+        objects = _render(tmp_path, {"runtimeState": {"enabled": False}})
+        host_paths = [host for host, _, _ in _mounts(objects).values()]
+        assert ([], False) == ([p for p in host_paths if p.startswith("/run/")], "runtimeRoot" in _config(objects))
+
     def test_kubelet_state_off(self, tmp_path: Path) -> None:
         """kubeletState.enabled=false drops the kubelet directory mount and leaves the agent's default paths."""
         objects = _render(tmp_path, {"kubeletState": {"enabled": False}})

@@ -477,13 +477,19 @@ class TestDaemonSet:
         assert expected == _container()["env"]
 
     def test_host_mounts(self) -> None:
-        """cgroup tree read-write, /sys and the kubelet's directory read-only, state dir read-write."""
+        """cgroup tree read-write, /sys, the kubelet's directory and the runtimes' state read-only (under the
+        agent's runtimeRoot, at their host paths), state dir read-write."""
         kubelet_dir = str(Path(_effective_config("kubeletCPUManagerStatePath")).parent)
+        containerd = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
+        crio = "/run/containers/storage/overlay-containers"
+        runtime_root = _effective_config("runtimeRoot")
         expected = {
             "/sys": ("/sys", "Directory", True),
             _effective_config("cgroupRoot"): ("/sys/fs/cgroup", "Directory", False),
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
             kubelet_dir: ("/var/lib/kubelet", "Directory", True),
+            runtime_root + containerd: (containerd, "DirectoryOrCreate", True),
+            runtime_root + crio: (crio, "DirectoryOrCreate", True),
         }
         actual = {
             path: (volume["hostPath"]["path"], volume["hostPath"]["type"], bool(mount.get("readOnly")))
@@ -574,10 +580,10 @@ class TestAgentConfig:
         assert [] == [key for key in CONFIG_DEFAULTS if not re.search(rf"\b{key}\b", comments)]
 
     def test_commented_examples_are_valid(self) -> None:
-        """Switching on every commented-out example gives a config the agent loads, with every key but the four the
+        """Switching on every commented-out example gives a config the agent loads, with every key but the five the
         chart sets."""
         config = load_agent_config(_uncomment_examples(_values_config_block()))
-        chart_set = {"nodeName", "kubeletCPUManagerStatePath", "podResourcesSocket", "nri"}
+        chart_set = {"nodeName", "kubeletCPUManagerStatePath", "podResourcesSocket", "nri", "runtimeRoot"}
         assert [] == [key for key in CONFIG_DEFAULTS if key not in config and key not in chart_set]
 
     def test_unknown_key_is_rejected(self) -> None:

@@ -12,9 +12,9 @@
 
 Modes say how podpin may learn who a new container is. ``bundle``: ``--runtime-root /``, so podpin reads
 containerd's bundles. ``api``: ``--runtime-root`` an empty directory, so only the pod status names containers
-(the baseline). An ``nri`` mode is one more :class:`Mode`: containerd's NRI section on
-(``containerd_nri=True``) and the agent's NRI configuration in ``agent_config``; :meth:`RuntimeNode.use_mode`
-restarts containerd when the NRI switch changes.
+(the baseline). ``nri``: containerd's NRI section on (``containerd_nri=True``), podpin's ``nri`` settings in
+``agent_config`` and no runtime state visible, so podpin learns each container from NRI's CreateContainer
+before it exists; :meth:`RuntimeNode.use_mode` restarts containerd when the NRI switch changes.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from tests.vm.pinwindow import WindowObserver
 from tests.vm.runtimepods import manifest
 from tests.vm.scenario import wait_until
 
-__all__ = ["MODES", "Mode", "RuntimeNode", "StatusWriter", "container_records"]
+__all__ = ["MODES", "NRI_SOCKET", "Mode", "RuntimeNode", "StatusWriter", "container_records"]
 
 AGENT_START_TIMEOUT = 180.0
 METRICS = (
@@ -54,6 +54,8 @@ METRICS = (
     "podpin_runtime_identity_errors_total",
     "podpin_pin_latency_seconds_count",
     "podpin_pinning_errors_total",
+    "podpin_nri_requests_total",
+    "podpin_nri_connected",
 )
 
 
@@ -70,11 +72,22 @@ class Mode:
     """Configuration keys added to the agent's (an NRI mode puts its ``nri`` settings here)."""
 
 
+NRI_SOCKET = Path("/var/run/nri/nri.sock")
+"""Where containerd listens for NRI plugins in the guest (``ContainerdConfig.nri_socket``)."""
+
 MODES: dict[str, Mode] = {
+    "nri": Mode(
+        name="nri",
+        runtime_root=None,
+        containerd_nri=True,
+        agent_config={"nri": {"enabled": True, "socketPath": str(NRI_SOCKET)}},
+    ),
     "bundle": Mode(name="bundle", runtime_root=Path("/")),
     "api": Mode(name="api", runtime_root=None),
 }
-"""The modes the scenarios run; an ``nri`` mode is added here when the agent speaks NRI."""
+"""The modes the scenarios run. ``nri``: containerd's NRI on and no runtime state visible, so only NRI (or,
+seconds later, the status) names a container. In ``bundle`` and ``api`` podpin keeps its default
+``nri.enabled: true`` while containerd's NRI is off: the socket is absent, as on a node without NRI."""
 
 
 @dataclass(slots=True)
@@ -388,7 +401,9 @@ def container_records(
     set. ``window_ms`` is from its cgroup appearing to ``cpuset.cpus`` holding the plan's CPUs (None: never);
     ``first_view_final``: the first view already was that set; ``started_after_ms``: from the cgroup appearing
     to the entrypoint reading its affinity (guest ``/proc/uptime``, 10 ms resolution: the race podpin runs);
-    ``status_after_ms``: from the cgroup appearing to its status being published (None: not yet, or never).
+    ``status_after_ms``: from the cgroup appearing to its status being published (None: not yet, or never);
+    ``spec_cpus``: ``linux.resources.cpu.cpus`` of the container's OCI spec as containerd wrote it (runc applies it
+    at creation; NRI's adjustment lands there), None when unset or unreadable.
     """
     deadline = time.monotonic() + timeout
     records = []
@@ -421,9 +436,20 @@ def container_records(
                     else round((uptime - child.appeared) * 1000, 1),
                     "values": [] if child is None else [v for _, v in child.values],
                     "bundle_at_appearance": None if child is None else child.bundle_at_appearance,
+                    "spec_cpus": _spec_cpus(node.containerd.config.bundles / container_id / "config.json"),
                 }
             )
     return records
+
+
+def _spec_cpus(path: Path) -> str | None:
+    """``linux.resources.cpu.cpus`` of an OCI ``config.json``, or None."""
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    cpus = (((spec.get("linux") or {}).get("resources") or {}).get("cpu") or {}).get("cpus")
+    return cpus if isinstance(cpus, str) and cpus else None
 
 
 def _wait(probe: Callable[[], Any], deadline: float) -> Any:

@@ -49,9 +49,10 @@ def cache_pod(order: int = 2, *, suffix: str = "0") -> PodSpec:
     return classic_guaranteed_pod(f"cache-{suffix}", f"5b0c1d2e-3f40-4a51-8b62-7c83d94ea5f{suffix}", order)
 
 
-def late_pod(order: int) -> PodSpec:
-    """A classic 1-CPU pod started after containerd was restarted."""
-    return classic_guaranteed_pod("after-restart", "6a1b2c3d-4e5f-4061-8273-94a5b6c7d8e9", order)
+def late_pod(order: int, *, suffix: str = "9") -> PodSpec:
+    """A classic 1-CPU pod started after containerd was restarted; ``suffix`` (one hex digit) varies its uid (and
+    so its log directory) for a second restart in the same boot."""
+    return classic_guaranteed_pod("after-restart", f"6a1b2c3d-4e5f-4061-8273-94a5b6c7d8e{suffix}", order)
 
 
 def restart_pod(order: int) -> PodSpec:

@@ -83,7 +83,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="scenario_pin_window.py")
     parser.add_argument("--containers", type=int, default=50)
     parser.add_argument("--per-pod", type=int, default=5, help="containers per pod (each one exclusive CPU)")
-    parser.add_argument("--modes", default="bundle,api")
+    parser.add_argument("--modes", default="nri,bundle,api")
     parser.add_argument("--status-delay", type=float, default=STATUS_DELAY, help="the API lag, in seconds")
     parser.add_argument("--cpubench", action="store_true")
     args = parser.parse_args(sc.args)

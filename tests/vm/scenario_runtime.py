@@ -17,6 +17,17 @@ Steps (one VM boot, 8 vCPUs on 2 NUMA nodes; see ``runtimenode.py`` for the node
 - ``delete_during_create``: a pod of three 1-CPU containers is deleted (manifest removed) right after its
   first container started, while the kubelet stand-in is still creating the others; then torn down. The
   agent releases it and a new pod gets its CPUs.
+- ``mode_nri``: every pod deleted; containerd restarted with its NRI section on; a fresh ``podpin run`` in NRI
+  mode (no runtime state visible: only NRI, or the status seconds later, names a container); the story and
+  cache pods as in the other modes.
+- ``nri_restart_containerd``: containerd SIGKILLed and started again while podpin runs: podpin registers
+  again (a second Synchronize), nothing moves, and a pod started afterwards is answered through NRI.
+- ``nri_restart_agent``: podpin SIGKILLed and started again: Synchronize names every running container
+  (adoption), nothing moves.
+- ``nri_delete_during_create``: the doomed pod of ``delete_during_create`` again, in NRI mode.
+
+In the ``api`` and ``bundle`` steps podpin keeps its default ``nri.enabled: true`` while containerd's NRI is
+off (the runtime refuses plugins: no socket); the NRI log lines of each run are recorded (``nri_events``).
 """
 
 from __future__ import annotations
@@ -53,10 +64,20 @@ def sandboxes(node: RuntimeNode) -> dict[str, dict[str, Any]]:
     return found
 
 
+SUFFIX = {"api": "a", "bundle": "b", "nri": "d"}
+"""The one hex digit that varies the uids of each mode's pods."""
+
+
+def nri_events(node: RuntimeNode, since: int) -> list[dict[str, Any]]:
+    """The agent's ``nri.*`` log lines from the ``since``-th line of its log on (the current run's)."""
+    return [e for e in node.agent_events()[since:] if str(e.get("event", "")).startswith("nri.")]
+
+
 def mode_step(node: RuntimeNode, mode: str, out: dict[str, Any], *, keep: bool) -> None:
     """One agent in ``mode``, the story and cache pods started with the probe image, everything recorded."""
-    suffix = "a" if mode == "api" else "b"
+    suffix = SUFFIX[mode]
     specs = (story_pod(1, suffix=suffix), cache_pod(2, suffix=suffix))
+    since = len(node.agent_events())
     out["agent"] = node.start_agent(MODES[mode])
     plan = node.start_pods(specs, ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
     runs = [node.runs[spec.uid] for spec in specs]
@@ -71,6 +92,7 @@ def mode_step(node: RuntimeNode, mode: str, out: dict[str, Any], *, keep: bool) 
     out["sandboxes"] = sandboxes(node)
     out["plan"] = node.state()["plan"]
     out["metrics"] = node.metrics()
+    out["nri_events"] = nri_events(node, since)
     if not keep:
         node.delete_pods(specs)
         node.kill_agent()
@@ -103,10 +125,13 @@ def restart_containerd_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     out["metrics"] = node.metrics()
 
 
-def delete_during_create_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+def delete_during_create_step(
+    node: RuntimeNode, out: dict[str, Any], *, order: int = 5, fresh_suffix: str = "c"
+) -> None:
     """The doomed pod is deleted while its containers are being created; its CPUs then serve a new pod."""
     node.delete_pods([late_pod(4), restart_pod(3), cache_pod(2, suffix="b")])
-    spec = doomed_pod(5)
+    since = len(node.agent_events())
+    spec = doomed_pod(order)
     node.status.publish(spec)
     out["planned"] = {name: cpus for (uid, name), cpus in node.wait_admitted([spec]).items() if uid == spec.uid}
     cgroup = node.cri.create_pod_cgroup(spec)
@@ -130,15 +155,72 @@ def delete_during_create_step(node: RuntimeNode, out: dict[str, Any]) -> None:
         "the doomed pod released", lambda: spec.uid not in {p["uid"] for p in node.state()["plan"]["pods"]}, timeout=30
     )
     out["shared_pool_after"] = node.state()["plan"]["node"]["shared_pool"]
-    fresh = cache_pod(6, suffix="c")
+    fresh = cache_pod(order + 1, suffix=fresh_suffix)
     plan = node.start_pods([fresh], ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
     out["fresh"] = container_records(node, [node.runs[fresh.uid]], plan)
     out["agent_running"] = node.agent is not None and node.agent.running
-    events = node.agent_events()
+    events = node.agent_events()[since:]
     out["released"] = [e.get("pod") for e in events if e.get("event") == "pod.released"]
     out["errors"] = [e for e in events if e.get("event") in ("cgroup.error", "runtime.identity_error")]
     out["vanished"] = len([e for e in events if e.get("event") == "cgroup.vanished"])
     out["metrics"] = node.metrics()
+
+
+def nri_mode_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """Every earlier pod deleted, containerd's NRI switched on, then the story and cache pods in NRI mode."""
+    node.delete_pods([story_pod(1, suffix="b"), cache_pod(6, suffix="c")])
+    node.kill_agent()
+    mode_step(node, "nri", out, keep=True)
+
+
+def wait_synchronized(node: RuntimeNode, since: int, count: int = 1, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """Wait for ``count`` ``nri.synchronized`` lines of the agent after its ``since``-th log line."""
+
+    def synchronized() -> list[dict[str, Any]] | None:
+        found = [e for e in nri_events(node, since) if e.get("event") == "nri.synchronized"]
+        return found if len(found) >= count else None
+
+    return wait_until("the agent synchronized with containerd's NRI", synchronized, timeout=timeout)
+
+
+def nri_restart_containerd_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """containerd crashes and comes back while podpin runs in NRI mode: podpin registers again."""
+    since = len(node.agent_events())
+    before = node.cpusets()
+    pid = node.containerd.pid
+    out["containerd_restart_s"] = node.restart_containerd()
+    out["containerd_pids"] = [pid, node.containerd.pid]
+    out["synchronized"] = len(wait_synchronized(node, since))
+    out["before"], out["after"] = before, node.cpusets()
+    spec = late_pod(7, suffix="d")
+    plan = node.start_pods([spec], ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
+    out["late"] = container_records(node, [node.runs[spec.uid]], plan)
+    out["agent_running"] = node.agent is not None and node.agent.running
+    out["nri_events"] = nri_events(node, since)
+    out["metrics"] = node.metrics()
+
+
+def nri_restart_agent_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """podpin crashes and starts again in NRI mode: Synchronize names the running containers, nothing moves."""
+    before = node.cpusets()
+    node.kill_agent()
+    since = len(node.agent_events())
+    out["agent"] = node.start_agent(MODES["nri"], fresh_state=False)
+    wait_synchronized(node, since)
+    time.sleep(SETTLE)
+    out["before"], out["after"] = before, node.cpusets()
+    out["running"] = sum(len(run.containers) for run in node.runs.values())
+    out["adopted"] = [e.get("containers") for e in nri_events(node, since) if e.get("event") == "nri.adopted"]
+    out["nri_events"] = nri_events(node, since)
+    out["metrics"] = node.metrics()
+
+
+def nri_delete_during_create_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """The doomed pod deleted while created, in NRI mode (the earlier NRI pods deleted first, for its CPUs)."""
+    node.delete_pods([story_pod(1, suffix="d"), cache_pod(2, suffix="d"), late_pod(7, suffix="d")])
+    since = len(node.agent_events())
+    delete_during_create_step(node, out, order=8, fresh_suffix="e")
+    out["nri_events"] = nri_events(node, since)
 
 
 def main() -> int:
@@ -160,6 +242,14 @@ def main() -> int:
             restart_containerd_step(node, out)
         with sc.step("delete_during_create") as out:
             delete_during_create_step(node, out)
+        with sc.step("mode_nri") as out:
+            nri_mode_step(node, out)
+        with sc.step("nri_restart_containerd") as out:
+            nri_restart_containerd_step(node, out)
+        with sc.step("nri_restart_agent") as out:
+            nri_restart_agent_step(node, out)
+        with sc.step("nri_delete_during_create") as out:
+            nri_delete_during_create_step(node, out)
     finally:
         node.close()
     status: int = sc.finish()

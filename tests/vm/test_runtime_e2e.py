@@ -6,10 +6,12 @@ configuration; everything else is what the kernel reported in the guest: the ``C
 container printed as its first action, each cgroup's ``cpuset.cpus.effective``, and every value its
 ``cpuset.cpus`` held from the moment runc created it.
 
-The two modes differ in one thing: what may tell podpin who a new container is. ``bundle``: containerd's
-OCI bundle (``--runtime-root /``); ``api``: only the pod status, which the scenario publishes 2 s after
-each container started (the API lag). Exclusive containers show the difference: in API mode they start on
-their pod's interim set and are moved seconds later; in bundle mode they start on their own CPUs.
+The three modes differ in one thing: what may tell podpin who a new container is. ``nri``: containerd's
+NRI, which asks podpin for the container's CPUs before runc creates it; ``bundle``: containerd's OCI bundle
+(``--runtime-root /``); ``api``: only the pod status, which the scenario publishes 2 s after each container
+started (the API lag). Exclusive containers show the difference: in API mode they start on their pod's
+interim set and are moved seconds later; in bundle mode they start on their own CPUs, podpin racing runc;
+in NRI mode runc creates the cgroup with the CPUs podpin answered.
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ runtime = harness.scenario_fixture(
     "scenario_runtime.py", VMConfig(cpus=8, nodes=2, timeout_s=900), env={"VM_ENV": "PODPIN_VM_DIR"}
 )
 
-MODES = ("api", "bundle")
+MODES = ("api", "bundle", "nri")
+SUFFIX = {"api": "a", "bundle": "b", "nri": "d"}
 EXCLUSIVE = {("trading-engine", "database"), ("cache", "main")}
 """(pod name without its mode suffix, container) of the containers with exclusive CPUs."""
 
 
 def _specs(mode: str) -> tuple[Any, Any]:
-    suffix = "a" if mode == "api" else "b"
-    return (story_pod(1, suffix=suffix), cache_pod(2, suffix=suffix))
+    return (story_pod(1, suffix=SUFFIX[mode]), cache_pod(2, suffix=SUFFIX[mode]))
 
 
 def _base(pod: str) -> str:
@@ -156,6 +158,102 @@ def test_api_mode_pins_only_after_the_status(runtime: GuestRun) -> None:
         step["metrics"]['podpin_container_pins_total{source="status"}'],
     )
     assert (True, (0.0, 4.0)) == (late, pins), step.explain
+
+
+def test_nri_mode_every_container_starts_on_its_final_set(runtime: GuestRun) -> None:
+    """Answered through NRI's CreateContainer, each container's first ``Cpus_allowed_list`` is its planned set, and
+    each pin is counted as named by NRI (none by the bundle, none by the status)."""
+    step = runtime.step("mode_nri")
+    records = _records(step, "after_status")
+    first = {key: r["first_view"] for key, r in records.items()}
+    pins = tuple(step["metrics"][f'podpin_container_pins_total{{source="{s}"}}'] for s in ("nri", "bundle", "status"))
+    expected = ({key: r["planned"] for key, r in records.items()}, (4.0, 0.0, 0.0), 1.0)
+    assert expected == (first, pins, step["metrics"]["podpin_nri_connected"]), step.explain
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_only_nri_puts_the_cpuset_in_the_containers_spec(runtime: GuestRun, mode: str) -> None:
+    """In NRI mode containerd's OCI spec of each container carries podpin's CPUs (runc applies them when it creates
+    the cgroup); in the other modes the spec has no cpuset and podpin writes the cgroup."""
+    step = runtime.step(f"mode_{mode}")
+    records = _records(step, "after_status")
+    actual = {key: r["spec_cpus"] for key, r in records.items()}
+    expected = {key: r["planned"] if mode == "nri" else None for key, r in records.items()}
+    assert expected == actual, step.explain
+
+
+def test_nri_mode_cgroup_never_holds_another_set(runtime: GuestRun) -> None:
+    """In NRI mode an exclusive container's cgroup holds no set but its planned one: runc writes it at creation
+    (before that the file is empty for an instant) and podpin never has to move it."""
+    step = runtime.step("mode_nri")
+    records = _records(step, "after_status")
+    actual = {key: [value for value in records[key]["values"] if value] for key in EXCLUSIVE}
+    expected = {key: [records[key]["planned"]] for key in EXCLUSIVE}
+    assert expected == actual, step.explain
+
+
+@pytest.mark.parametrize("mode", ["api", "bundle"])
+def test_runtime_without_nri_podpin_says_so_and_pins(runtime: GuestRun, mode: str) -> None:
+    """containerd's NRI off (no socket): podpin, NRI enabled, says once that it pins without it, never connects,
+    and pins every container (as the mode's other tests show)."""
+    step = runtime.step(f"mode_{mode}")
+    events = [e["event"] for e in step["nri_events"]]
+    actual = (events.count("nri.socket_absent"), "nri.synchronized" in events, step["metrics"]["podpin_nri_connected"])
+    assert (1, False, 0.0) == actual, step.explain
+
+
+class TestNRIContainerdRestart:
+    """containerd SIGKILLed and restarted while podpin runs as its NRI plugin."""
+
+    def test_reconnects_and_nothing_moves(self, runtime: GuestRun) -> None:
+        """podpin registers with the new containerd (Synchronize again); the running containers keep their sets."""
+        step = runtime.step("nri_restart_containerd")
+        pids = step["containerd_pids"]
+        actual = (step["before"] == step["after"], pids[0] != pids[1], step["synchronized"], step["agent_running"])
+        assert (True, True, 1, True) == actual, step.explain
+
+    def test_new_pod_is_answered_through_nri(self, runtime: GuestRun) -> None:
+        """A pod started after the restart starts on its planned CPU, named by NRI."""
+        step = runtime.step("nri_restart_containerd")
+        [record] = step["late"]
+        actual = (
+            record["first_view"],
+            record["effective"],
+            step["metrics"]['podpin_container_pins_total{source="nri"}'],
+        )
+        assert (record["planned"], record["planned"], 5.0) == actual, step.explain
+
+
+class TestNRIAgentRestart:
+    """podpin SIGKILLed and restarted while containerd's NRI is on: adoption through Synchronize."""
+
+    def test_synchronize_names_every_running_container(self, runtime: GuestRun) -> None:
+        """The new agent's Synchronize names every container the suite started (sandboxes apart)."""
+        step = runtime.step("nri_restart_agent")
+        assert [step["running"]] == step["adopted"], step.explain
+
+    def test_nothing_moves(self, runtime: GuestRun) -> None:
+        """Every pod cgroup, sandbox and container holds the same effective set after the restart."""
+        step = runtime.step("nri_restart_agent")
+        assert step["before"] == step["after"], step.explain
+
+
+class TestNRIDeleteDuringCreate:
+    """A pod deleted while its containers are being created, in NRI mode."""
+
+    def test_released_without_errors(self, runtime: GuestRun) -> None:
+        """The agent releases the pod, reports no cgroup or identity error, and keeps running."""
+        step = runtime.step("nri_delete_during_create")
+        actual = (doomed_pod(8).name in step["released"], step["errors"], step["agent_running"])
+        assert (True, [], True) == actual, step.explain
+
+    def test_its_cpus_serve_a_new_pod(self, runtime: GuestRun) -> None:
+        """A new pod is pinned, from its first instruction, to a CPU the deleted pod had."""
+        step = runtime.step("nri_delete_during_create")
+        [fresh] = step["fresh"]
+        doomed = CPUSet().union(*(CPUSet.parse(c) for c in step["planned"].values()))
+        actual = (step["pod_cgroup_removed"], CPUSet.parse(fresh["planned"]) <= doomed, fresh["first_view"])
+        assert (True, True, fresh["planned"]) == actual, step.explain
 
 
 class TestAgentRestart:

@@ -36,7 +36,8 @@ app.kubernetes.io/component: node-agent
 
 {{/* The agent's configuration file: the config values plus what the chart itself decides (the kubelet state path
 and the PodResources socket follow the kubeletState mount; the agent's nri section follows the NRI socket mount,
-which puts the socket at the same path in the container as on the node). */}}
+which puts the socket at the same path in the container as on the node; runtimeRoot is where runtimeState mounts
+the runtimes' state directories). */}}
 {{- define "podpin.configFile" -}}
 {{- $config := deepCopy .Values.config -}}
 {{- if .Values.kubeletState.enabled -}}
@@ -44,6 +45,9 @@ which puts the socket at the same path in the container as on the node). */}}
 {{- $_ := set $config "kubeletCPUManagerStatePath" (printf "%s/cpu_manager_state" $kubelet) -}}
 {{- $_ := set $config "podResourcesSocket" (printf "%s/pod-resources/kubelet.sock" $kubelet) -}}
 {{- end -}}
-{{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath) -}}
+{{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath "podWaitTimeout" .Values.nri.podWaitTimeout) -}}
+{{- if .Values.runtimeState.enabled -}}
+{{- $_ := set $config "runtimeRoot" .Values.runtimeState.mountRoot -}}
+{{- end -}}
 {{- toYaml $config -}}
 {{- end -}}

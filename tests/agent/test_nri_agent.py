@@ -1,0 +1,227 @@
+"""The agent as an NRI plugin: the runtime asks podpin for a container's CPUs before the container exists.
+
+Each test runs the real agent (in-process, over a fixture cgroup tree, pods from a pods directory) with
+``nri.socketPath`` pointing at the project's NRI runtime emulator (``tests/support/nri_runtime.py``, Go's
+framing, containerd's order of calls). The pods' statuses carry no containerID and the runtime root holds no
+bundle, so only NRI can name the containers.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from agent.nri.proto import nri_pb2 as pb
+from agent.runtime import IdentitySource
+from tests.support.agentfixture import AgentNode, lines, make_node, running, sample, wait_until
+from tests.support.nri_runtime import NRIRuntime, make_container
+from tests.support.nri_runtime import make_pod as nri_pod
+from tests.support.podfactory import container, container_id, make_pod
+
+
+def waiting(name: str, cpus: str = "2", *, ts: int = 1) -> dict[str, Any]:
+    """A Guaranteed pod with one container ``app`` whose status has no containerID yet."""
+    return make_pod(
+        name,
+        containers=[container("app", cpu=cpus, memory="1Gi")],
+        states={"app": "waiting"},
+        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
+    )
+
+
+def _rid(raw: Mapping[str, Any], name: str) -> str:
+    return container_id(raw["metadata"]["uid"], name).split("://")[1]
+
+
+def _sandbox(raw: Mapping[str, Any]) -> pb.PodSandbox:
+    """The pod's sandbox as containerd describes it to NRI."""
+    return nri_pod(
+        raw["metadata"]["uid"], raw["metadata"]["name"], raw["metadata"]["namespace"], sandbox_id=_rid(raw, "sandbox")
+    )
+
+
+def _cpu(answer: pb.CreateContainerResponse | None) -> tuple[str, str, int | None, int | None]:
+    """The CPU values of a CreateContainer answer: (cpus, mems, quota, period)."""
+    assert answer is not None
+    cpu = answer.adjust.linux.resources.cpu
+    quota = cpu.quota.value if cpu.HasField("quota") else None
+    period = cpu.period.value if cpu.HasField("period") else None
+    return cpu.cpus, cpu.mems, quota, period
+
+
+@pytest.fixture
+def socket_path() -> Iterator[Path]:
+    """A short socket path (unix socket paths hold at most 107 bytes)."""
+    directory = Path(tempfile.mkdtemp(prefix="podpin-nri-"))
+    yield directory / "nri.sock"
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def nri_node(tmp_path: Path, socket_path: Path, wait: str = "300ms") -> AgentNode:
+    """A node whose agent serves NRI on ``socket_path``."""
+    node = make_node(tmp_path, driver="cgroupfs")
+    node.write_config(nri={"socketPath": str(socket_path), "podWaitTimeout": wait})
+    return node
+
+
+def test_create_after_the_pod_is_known_answers_the_planned_values(tmp_path: Path, socket_path: Path) -> None:
+    """A pod the watch delivered: the answer holds the container's exclusive CPUs and no CPU limit, the pod cgroup
+    already holds them (all CPUs: the container narrows), and the cgroup that appears counts as pinned through NRI."""
+    node = nri_node(tmp_path, socket_path)
+    web = waiting("web")
+    node.add_pod(web)
+    with NRIRuntime(socket_path) as runtime, running(node.agent()) as agent:
+        wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
+        conn = runtime.wait_ready()
+        sandbox = _sandbox(web)
+        answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+        pod_cpus = node.read(node.pod_cgroup(web))
+        path = node.start_container(web, "app")
+        wait_until(lambda: sample(agent, "podpin_container_pins_total", source=IdentitySource.NRI), what="NRI pin")
+        outcome = (
+            sample(agent, "podpin_nri_requests_total", method="CreateContainer", result="ok"),
+            sample(agent, "podpin_nri_connected"),
+        )
+        final = node.read(path)
+    assert (("1,17", "", -1, 100000), "0-31", "1,17", (1.0, 1.0)) == (_cpu(answer), pod_cpus, final, outcome)
+
+
+def test_create_before_the_pod_is_known_gets_the_interim_set_then_the_plan(tmp_path: Path, socket_path: Path) -> None:
+    """The watch has not delivered the pod: after ``podWaitTimeout`` the container gets the shared pool, a warning
+    says so, and once the pod arrives its cgroup (named by NRI alone) is corrected to the planned set."""
+    node = nri_node(tmp_path, socket_path)
+    web = waiting("web")
+    with NRIRuntime(socket_path) as runtime, capture_logs() as logs, running(node.agent()) as agent:
+        conn = runtime.wait_ready()
+        shared = str(agent.reconciler.plan.shared_pool) if agent.reconciler.plan is not None else ""
+        sandbox = _sandbox(web)
+        answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+        node.add_pod(web)
+        path = node.start_container(web, "app")
+        wait_until(lambda: node.read(path) == "1,17", what="the planned set after the pod arrived")
+    warned = [(e["pod"], e["container"], e["interim"]) for e in lines(logs, "nri.pod_not_known")]
+    assert (("0-31", "", None, None), [("default/web", "app", "0-31")], "0-31") == (_cpu(answer), warned, shared)
+
+
+def test_synchronize_adopts_running_containers(tmp_path: Path, socket_path: Path) -> None:
+    """podpin starting next to running containers: Synchronize names them, the one whose cpuset differs from the
+    plan is logged and rewritten directly, and no NRI update is returned."""
+    node = nri_node(tmp_path, socket_path)
+    web = waiting("web")
+    pod_path = node.add_pod(web)
+    path = node.tree.add_container(pod_path, _rid(web, "app"))
+    sandbox = _sandbox(web)
+    running_app = make_container(_rid(web, "app"), sandbox, "app", cpus="0-31")
+    running_app.state = pb.CONTAINER_RUNNING
+    with (
+        NRIRuntime(socket_path, pods=[sandbox], containers=[running_app]) as runtime,
+        capture_logs() as logs,
+        running(node.agent()),
+    ):
+        conn = runtime.wait_ready()
+        wait_until(lambda: node.read(path) == "1,17", what="the adopted container's planned set")
+        wait_until(lambda: lines(logs, "nri.synchronize_differs"), what="the difference logged")
+    adopted = [(e["pods"], e["containers"]) for e in lines(logs, "nri.adopted")]
+    differs = lines(logs, "nri.synchronize_differs")[0]["containers"]
+    updates = [list(r.update) for r in conn.sync_responses]
+    assert ([(1, 1)], {"default/web/app": {"runtime": "0-31", "plan": "1,17"}}, [[]]) == (adopted, differs, updates)
+
+
+def test_runtime_restart_reconnects(tmp_path: Path, socket_path: Path) -> None:
+    """The runtime goes away (podpin says it falls back) and comes back: podpin registers again and answers."""
+    node = nri_node(tmp_path, socket_path)
+    web = waiting("web")
+    node.add_pod(web)
+    runtime = NRIRuntime(socket_path)
+    runtime.start()
+    try:
+        with capture_logs() as logs, running(node.agent()) as agent:
+            wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
+            runtime.wait_ready()
+            runtime.stop()
+            wait_until(lambda: sample(agent, "podpin_nri_connected") == 0.0, what="disconnected")
+            runtime.start()
+            conn = runtime.wait_ready(count=2)
+            wait_until(lambda: sample(agent, "podpin_nri_connected") == 1.0, what="connected again")
+            sandbox = _sandbox(web)
+            answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+    finally:
+        runtime.stop()
+    fallbacks = len(lines(logs, "nri.fallback"))
+    assert ("1,17", 1) == (_cpu(answer)[0], fallbacks)
+
+
+def test_pool_change_rewrites_other_containers_directly(tmp_path: Path, socket_path: Path) -> None:
+    """A new exclusive container admitted through CreateContainer shrinks the shared pool: the cgroup writer (not an
+    NRI update) narrows the burstable level, so a running shared container no longer runs on the new CPUs."""
+    node = nri_node(tmp_path, socket_path)
+    other = make_pod("other", containers=[container("s", cpu="500m")], states={"s": "running"})
+    node.add_pod(other)
+    other_path = node.container_cgroup(other, "s")
+    burstable = node.tree.qos_dir("burstable")
+    web = waiting("web", ts=2)
+    with NRIRuntime(socket_path) as runtime, running(node.agent()):
+        conn = runtime.wait_ready()
+        wait_until(lambda: node.read(burstable) == "0-31", what="the whole shared pool first")
+        node.add_pod(web)
+        sandbox = _sandbox(web)
+        answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+        wait_until(lambda: node.read(burstable) == "0,2-16,18-31", what="the shared pool narrowed")
+        effective = node.read(other_path, "cpuset.cpus.effective")
+    assert answer is not None
+    assert ("1,17", [], "0,2-16,18-31") == (_cpu(answer)[0], list(answer.update), effective)
+
+
+def test_update_container_reasserts_the_planned_cpuset(tmp_path: Path, socket_path: Path) -> None:
+    """The kubelet's update carries a cpuset of its own: podpin answers with an update back to the planned set."""
+    node = nri_node(tmp_path, socket_path)
+    web = waiting("web")
+    node.add_pod(web)
+    with NRIRuntime(socket_path) as runtime, running(node.agent()) as agent:
+        wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
+        conn = runtime.wait_ready()
+        sandbox = _sandbox(web)
+        app = make_container(_rid(web, "app"), sandbox, "app")
+        conn.create_container(sandbox, app)
+        kubelet = pb.LinuxResources()
+        kubelet.cpu.cpus = "0-31"
+        answer = conn.update_container(sandbox, app, kubelet)
+    assert answer is not None
+    assert [(_rid(web, "app"), "1,17")] == [(u.container_id, u.linux.resources.cpu.cpus) for u in answer.update]
+
+
+def test_malformed_request_is_reported_and_answered_empty(tmp_path: Path, socket_path: Path) -> None:
+    """A CreateContainer whose pod uid names no cgroup: no adjustment, a warning naming the field, an error count."""
+    node = nri_node(tmp_path, socket_path)
+    with NRIRuntime(socket_path) as runtime, capture_logs() as logs, running(node.agent()) as agent:
+        conn = runtime.wait_ready()
+        sandbox = nri_pod("Not-A-UID", "bad", sandbox_id="a" * 64)
+        answer = conn.create_container(sandbox, make_container("b" * 64, sandbox, "app"))
+        wait_until(
+            lambda: sample(agent, "podpin_nri_requests_total", method="CreateContainer", result="error"),
+            what="the error counted",
+        )
+    assert answer is not None
+    errors = [e["error"] for e in lines(logs, "nri.invalid_input")]
+    expected = (
+        f"pod default/bad (sandbox '{'a' * 64}'): uid: invalid pod uid 'Not-A-UID': expected an RFC 4122 UUID in "
+        "lower-case hex (8-4-4-4-12) or a static pod's 32-hex config hash"
+    )
+    assert (False, [expected]) == (answer.HasField("adjust"), errors)
+
+
+def test_socket_appearing_later_is_found(tmp_path: Path, socket_path: Path) -> None:
+    """No socket at start: podpin says so once and pins as without NRI; when the runtime starts, it connects."""
+    node = nri_node(tmp_path, socket_path)
+    with capture_logs() as logs, running(node.agent()) as agent:
+        wait_until(lambda: lines(logs, "nri.socket_absent"), what="the absent socket said")
+        with NRIRuntime(socket_path) as runtime:
+            runtime.wait_ready(timeout=5.0)
+            wait_until(lambda: sample(agent, "podpin_nri_connected") == 1.0, what="connected")
+    assert 1 == len(lines(logs, "nri.socket_absent"))
