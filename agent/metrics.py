@@ -50,6 +50,7 @@ __all__ = [
     "HTTP_DROP_REASONS",
     "IDENTITY_SOURCES",
     "IDENTITY_ERROR_REASONS",
+    "CLAIM_REFUSED_REASONS",
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
@@ -81,6 +82,8 @@ IDENTITY_ERROR_REASONS = tuple(IdentityErrorReason)
 SET_ASIDE_REASONS = ("corrupt", "invalid")
 #: Why the HTTP server closed a connection without answering (``podpin_http_connections_dropped_total{reason}``).
 HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
+#: Why a pod was kept off a cgroup it claimed (``cgroup_claims_refused``).
+CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
 
 #: Admission runs the pure planner: typically well under a millisecond, seconds would mean a bug.
 ADMISSION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -293,6 +296,9 @@ class AgentMetrics:
             idle one, for a newer client; ``deadline``: too slow; ``too_large``: a request head over the limit).
         container_pins: new container cgroups pinned to their planned set, by the ``source`` that named them.
         runtime_identity_errors: container bundles that could not name their container, by ``reason``.
+        cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
+            ``kubernetes.io/config.mirror`` annotation on a pod no Node owns, ignored; ``cgroup_taken``: the pod
+            would map to a cgroup another pod holds, left out).
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -379,3 +385,10 @@ class AgentMetrics:
             self.checkpoints_set_aside.labels(reason=reason)
         for reason in HTTP_DROP_REASONS:
             self.http_dropped.labels(reason=reason)
+        self.cgroup_claims_refused = counter(
+            "cgroup_claims_refused",
+            "Pods kept off a cgroup they claimed (a mirror annotation, a taken cgroup).",
+            "reason",
+        )
+        for reason in CLAIM_REFUSED_REASONS:
+            self.cgroup_claims_refused.labels(reason=reason)

@@ -3,8 +3,9 @@
 Each pass does, in order:
 
 1. read the pods the sources reported (malformed ones are reported and skipped,
-   a status containerID that can name no cgroup is reported) and state what
-   their statuses say in the identity book (``identity.py``);
+   a status containerID that can name no cgroup is reported, a pod that maps to
+   a cgroup another pod holds is reported and left out, ``claims.py``) and state
+   what their statuses say in the identity book (``identity.py``);
 2. release pods that are gone or terminal, then admit new pods in creation
    order (a rejected pod is tried again only after some pod released CPUs).
    When the state is rebuilt from the live cgroups, the pods whose cgroups
@@ -59,6 +60,7 @@ from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
 from agent.pods import ContainerKind, QOSClass
 from agent.pods.model import PodView
+from agent.reconcile.claims import CgroupClaims
 from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
@@ -103,6 +105,7 @@ class Reconciler:
         self.dry_run = dry_run
         self.clock = clock
         self.pods = PodCache()
+        self._claims = CgroupClaims()
         self.identities = IdentityBook()
         self._statuses = StatusFeed(self.identities)
         self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
@@ -223,6 +226,12 @@ class Reconciler:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
+        for view in views:
+            if view.mirror_refused is not None:
+                self.reporter.mirror_refused(view)
+        views, conflicts = self._claims.settle(views)
+        for conflict in conflicts:
+            self.reporter.cgroup_taken(conflict)
         adopting = self.passes == 0 and not self._rebuild
         self._statuses.update(views)
         if self._rebuild:
@@ -245,7 +254,9 @@ class Reconciler:
             if behind:
                 self.log.warning("state.behind_cgroups", pods=behind, kept="the CPUs their cgroups hold")
         self.reporter.forget_gone(
-            {v.uid for v in views} | {bad.uid or f"{bad.namespace}/{bad.name}" for bad in malformed}
+            {v.uid for v in views}
+            | {c.pod.uid for c in conflicts}
+            | {bad.uid or f"{bad.namespace}/{bad.name}" for bad in malformed}
         )
         if changed or (self.store is not None and self.store.stale):
             self._checkpoint()
