@@ -299,6 +299,8 @@ class AgentMetrics:
         cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
             ``kubernetes.io/config.mirror`` annotation on a pod no Node owns, ignored; ``cgroup_taken``: the pod
             would map to a cgroup another pod holds, left out).
+        cpus_moved: exclusive sets (container slices, pod bubbles) changed when a checkpoint was re-adopted after
+            a hotplug or a reservation change; each also gets a ``PodpinCPUsMoved`` Warning Event.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -392,3 +394,7 @@ class AgentMetrics:
         )
         for reason in CLAIM_REFUSED_REASONS:
             self.cgroup_claims_refused.labels(reason=reason)
+        self.cpus_moved = counter(
+            "cpus_moved",
+            "Exclusive sets changed at start because CPUs went offline or became reserved (only those CPUs moved).",
+        )

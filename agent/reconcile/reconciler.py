@@ -134,6 +134,7 @@ class Reconciler:
         self.blocked: str | None = None
         if not rebuild:
             self.reporter.mark_pinned(planner.snapshot().pods)
+        self._readoption = planner.readoption
 
     # -- inputs --------------------------------------------------------------------------------
     def on_pods(self, event: PodEvent) -> None:
@@ -239,6 +240,9 @@ class Reconciler:
             self._observations = self._observe_live(views)
             self.log.warning("state.rebuilt_from_cgroups", pods=len(self._observations))
         elif adopting:
+            if self._readoption is not None:
+                self.reporter.readopted(self._readoption, {v.uid: v for v in views})
+                self._readoption = None
             # A checkpoint may be older than the cgroups (a save failed before the restart): the pods it does
             # not hold are offered their live cpusets first, so none of them loses CPUs to an older new pod.
             live = self._observe_live(views)

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
 
 from agent.alloc import Decision, PodPlan, PodRecord, Pool
+from agent.alloc.state.readopt import Readoption
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
@@ -205,6 +206,48 @@ class Reporter:
             f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
             "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
         )
+
+    def readopted(self, readoption: Readoption, pods: Mapping[str, PodView]) -> None:
+        """The checkpoint was re-adopted after a hotplug or a reservation change: a line, and a Warning per move."""
+        state = readoption.state
+        self.log.warning(
+            "state.readopted",
+            online=str(state.online),
+            reserved=str(state.reserved),
+            moved=[f"{m.namespace}/{m.name}/{m.container or '<pod>'}" for m in readoption.moves],
+            dropped=list(readoption.dropped),
+            kept="every CPU still online and not newly reserved",
+        )
+        for move in readoption.moves:
+            self.metrics.cpus_moved.inc()
+            where = f"container {move.container}" if move.container is not None else "the pod's CPUs"
+            self.log.warning(
+                "pod.cpus_moved",
+                namespace=move.namespace,
+                pod=move.name,
+                uid=move.uid,
+                container=move.container,
+                before=str(move.before),
+                after=str(move.after),
+                offline=str(move.offline),
+                newly_reserved=str(move.reserved),
+            )
+            self._warn_once(
+                (move.namespace, move.name, move.uid),
+                "PodpinCPUsMoved",
+                f"podpin moved {where} from {move.before} to {move.after}: {move.why()}; every other CPU stayed",
+            )
+        for uid in readoption.dropped:
+            view = pods.get(uid)
+            if view is None:
+                continue
+            self.log.warning("pod.readmitted", namespace=view.namespace, pod=view.name, uid=uid)
+            self._warn_once(
+                (view.namespace, view.name, uid),
+                "PodpinCPUsMoved",
+                "podpin could not keep this pod's CPUs after CPUs went offline or became reserved (too few free "
+                "CPUs to replace them): it is admitted again like a new pod",
+            )
 
     def mirror_refused(self, pod: PodView) -> None:
         """A ``kubernetes.io/config.mirror`` annotation on a pod no Node owns: ignored, said once per value."""
