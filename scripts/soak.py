@@ -351,6 +351,42 @@ def _node() -> Iterator[tuple[AgentNode, ApiServerEmulator]]:
         yield node, api
 
 
+def _soak(
+    soak: Soak, rng: random.Random, total: float, minutes: float, outage: float, kinds: list[str], weights: list[int]
+) -> tuple[float, float]:
+    """The steps and checks of one soak; returns the agent's RSS after its first settle and at the end (MiB)."""
+    for _ in range(6):
+        soak.add("add_guaranteed")
+    soak.start_agent()
+    soak.settle_and_check("start")
+    rss_start = soak.rss_mib()
+    started = time.monotonic()
+    # Outages at a third and two thirds of the run (one in short runs).
+    outages = [started + total / 3] + ([started + 2 * total / 3] if minutes >= 30 else [])
+    while time.monotonic() - started < total:
+        soak.end_spells()
+        if outages and time.monotonic() >= outages[0] and not soak.outage_until:
+            outages.pop(0)
+            soak.outage(outage)
+        kind = rng.choices(kinds, weights)[0]
+        soak.step(kind)
+        soak.steps += 1
+        soak.settle_and_check(f"step {soak.steps} ({kind}{', outage' if soak.outage_until else ''})")
+        time.sleep(rng.uniform(0.0, 0.3))
+    for flag in list(soak.spell_until):
+        soak.spell_until[flag] = 0.0
+    soak.end_spells()
+    if soak.outage_until:
+        soak.api.outage(False)
+        soak.outage_until = 0.0
+    soak.settle_and_check("the end")
+    rss_end = soak.rss_mib()
+    soak.stop_agent(signal.SIGTERM)
+    if soak.child is not None and soak.child.process.returncode not in (0, None):
+        soak.violations.append(f"the agent exited {soak.child.process.returncode} on SIGTERM")
+    return rss_start, rss_end
+
+
 def run(minutes: float, seed: int, settle: float) -> dict[str, Any]:
     """One soak; returns the summary (``violations`` is the count, ``first_violations`` the first few)."""
     rng = random.Random(seed)
@@ -360,35 +396,12 @@ def run(minutes: float, seed: int, settle: float) -> dict[str, Any]:
     weights = [w for _, w in _STEPS]
     with _node() as (node, api):
         soak = Soak(node=node, api=api, rng=rng, settle=settle)
-        for _ in range(6):
-            soak.add("add_guaranteed")
-        soak.start_agent()
-        soak.settle_and_check("start")
-        rss_start = soak.rss_mib()
-        started = time.monotonic()
-        # Outages at a third and two thirds of the run (one in short runs).
-        outages = [started + total / 3] + ([started + 2 * total / 3] if minutes >= 30 else [])
-        while time.monotonic() - started < total:
-            soak.end_spells()
-            if outages and time.monotonic() >= outages[0] and not soak.outage_until:
-                outages.pop(0)
-                soak.outage(outage_seconds)
-            kind = rng.choices(kinds, weights)[0]
-            soak.step(kind)
-            soak.steps += 1
-            soak.settle_and_check(f"step {soak.steps} ({kind}{', outage' if soak.outage_until else ''})")
-            time.sleep(rng.uniform(0.0, 0.3))
-        for flag in list(soak.spell_until):
-            soak.spell_until[flag] = 0.0
-        soak.end_spells()
-        if soak.outage_until:
-            soak.api.outage(False)
-            soak.outage_until = 0.0
-        soak.settle_and_check("the end")
-        rss_end = soak.rss_mib()
-        soak.stop_agent(signal.SIGTERM)
-        if soak.child is not None and soak.child.process.returncode not in (0, None):
-            soak.violations.append(f"the agent exited {soak.child.process.returncode} on SIGTERM")
+        try:
+            rss_start, rss_end = _soak(soak, rng, total, minutes, outage_seconds, kinds, weights)
+        finally:
+            if soak.child is not None and soak.child.process.poll() is None:
+                soak.child.process.kill()  # never leave an agent behind (an exception, a KeyboardInterrupt)
+                soak.child.process.wait()
     return {
         "minutes": minutes,
         "pods": soak.created,
@@ -403,12 +416,17 @@ def run(minutes: float, seed: int, settle: float) -> dict[str, Any]:
     }
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--minutes", type=float, default=1.0, help="how long to churn and fault (default 1)")
     parser.add_argument("--seed", type=int, default=1, help="the random seed of the steps (default 1)")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds the agent gets to settle after a step")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so the agent subprocess is killed on the way out
     summary = run(args.minutes, args.seed, args.settle)
     first = summary.pop("first_violations")
     for line in first:
