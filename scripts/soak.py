@@ -219,8 +219,7 @@ class Soak:
         self.reported.discard(uid)
         if self.malformed.pop(uid, None) is not None:
             return  # never started: no cgroups
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(self.node.pod_cgroup(raw))
+        _remove_cgroup(self.node.pod_cgroup(raw))
         self.first_seen = {k: v for k, v in self.first_seen.items() if v[0] != uid}
 
     def spell(self, flag: str, seconds: float) -> None:
@@ -339,6 +338,20 @@ class Soak:
                 self.violations.extend(f"after {step}: not settled after {self.settle:.0f} s: {s}" for s in soft)
                 return
             time.sleep(0.2)
+
+
+def _remove_cgroup(path: Path) -> None:
+    """rmdir of a pod cgroup, as the kubelet does; the fixture's files can reappear while the agent writes, so retry."""
+    for _ in range(20):
+        try:
+            shutil.rmtree(path)
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
+            continue
+        return
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
