@@ -52,8 +52,6 @@ from agent.alloc.state import (
     NodeState,
     Observed,
     PodRecord,
-    affected_pods,
-    rebase_state,
     seed_observed,
     validate_node_state,
 )
@@ -373,20 +371,15 @@ class Planner:
     def rebased(self, topology: Topology) -> tuple[Planner, list[str]]:
         """A planner for a machine whose online CPUs changed, and the pods it dropped.
 
-        Pods that held a CPU that went offline (or became reserved) are released;
-        the caller admits them again. Everything else keeps its CPUs.
+        The state is re-adopted as after a restart (:mod:`agent.alloc.state.readopt`): every exclusive CPU
+        still online and not newly reserved stays, a lost one is replaced (``readoption.moves`` of the new
+        planner); a pod that cannot be made whole is dropped and the caller admits it again.
 
         Raises:
             PlannerError: the configuration does not fit the new machine.
         """
-        reserved = self._reservation(topology, self.config, self._state) if self._cpu is not None else CPUSet()
-        dropped = affected_pods(self._state, topology.online_cpus, reserved)
-        for uid in dropped:
-            self.release(uid)
-        state = rebase_state(
-            self._state, topology.online_cpus, reserved, strict=self.config.cpu_policy_options.strict_cpu_reservation
-        )
-        return Planner(topology, self.config, state), dropped
+        planner = Planner(topology, self.config, self._state)
+        return planner, list(planner.readoption.dropped) if planner.readoption is not None else []
 
     # -- the plan ----------------------------------------------------------------------------
     def plan(self, pods: Iterable[PodView], decisions: dict[str, Decision] | None = None) -> Plan:

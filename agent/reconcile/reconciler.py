@@ -49,7 +49,7 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc import Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
+from agent.alloc import CheckpointError, Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
@@ -195,20 +195,24 @@ class Reconciler:
         self._full = True
 
     def rebase(self, topology: Topology) -> list[str]:
-        """CPUs went offline or online: move to the new topology, re-plan only the pods that lost a CPU."""
+        """CPUs went offline or online: move to the new topology; only the CPUs that went (or became reserved) move."""
         try:
             planner, dropped = self.planner.rebased(topology)
-        except PlannerError as err:
+        except (PlannerError, CheckpointError) as err:
             self.log.error("topology.rebase_failed", error=str(err))
             return []
         self.planner = planner
+        moved = sorted({m.uid for m in planner.readoption.moves}) if planner.readoption is not None else []
         for uid in dropped:
             self._decisions.pop(uid, None)
-            self._dirty.add(uid)
+        self._dirty.update(dropped, moved)
+        if planner.readoption is not None:
+            self.reporter.readopted(planner.readoption, {v.uid: v for v in self.pods.views()[0]})
         self._epoch += 1
         self._full = True
-        self.log.warning("topology.changed", online=str(topology.online_cpus), replanned=dropped)
-        return dropped
+        replanned = sorted(set(dropped) | set(moved))
+        self.log.warning("topology.changed", online=str(topology.online_cpus), replanned=replanned)
+        return replanned
 
     # -- a pass ----------------------------------------------------------------------------------
     @property
