@@ -33,8 +33,9 @@ and checks, from the outside (the cgroup files, the agent's ``/state`` and its l
 It prints one JSON line ``{"minutes", "pods", "restarts", "faults", "violations",
 "rss_mib_start", "rss_mib_end", ...}`` (``pods``: pods created; ``faults``: fault
 steps taken; RSS of the agent process after its first settle and at the end, the
-last agent having run since the last restart) and exits 1 on any violation, with
-the first violations on stderr.
+last agent having run since the last restart; ``--no-sigkill`` keeps one agent
+process all along, to measure its growth) and exits 1 on any violation, with the
+first violations on stderr.
 """
 
 from __future__ import annotations
@@ -400,13 +401,14 @@ def _soak(
     return rss_start, rss_end
 
 
-def run(minutes: float, seed: int, settle: float) -> dict[str, Any]:
+def run(minutes: float, seed: int, settle: float, *, sigkill: bool = True) -> dict[str, Any]:
     """One soak; returns the summary (``violations`` is the count, ``first_violations`` the first few)."""
     rng = random.Random(seed)
     total = minutes * 60.0
     outage_seconds = _FULL_OUTAGE_SECONDS if minutes >= 30 else max(2.0, total / 6)
-    kinds = [k for k, _ in _STEPS]
-    weights = [w for _, w in _STEPS]
+    steps = [(k, w) for k, w in _STEPS if sigkill or k != "sigkill"]
+    kinds = [k for k, _ in steps]
+    weights = [w for _, w in steps]
     with _node() as (node, api):
         soak = Soak(node=node, api=api, rng=rng, settle=settle)
         try:
@@ -438,9 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=1.0, help="how long to churn and fault (default 1)")
     parser.add_argument("--seed", type=int, default=1, help="the random seed of the steps (default 1)")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds the agent gets to settle after a step")
+    parser.add_argument(
+        "--no-sigkill", action="store_true", help="no SIGKILL restarts: one agent process all along (for its RSS)"
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so the agent subprocess is killed on the way out
-    summary = run(args.minutes, args.seed, args.settle)
+    summary = run(args.minutes, args.seed, args.settle, sigkill=not args.no_sigkill)
     first = summary.pop("first_violations")
     for line in first:
         print(f"violation: {line}", file=sys.stderr)
