@@ -56,6 +56,7 @@ __all__ = [
     "AUDITED_POOLS",
     "IDENTITY_SOURCES",
     "IDENTITY_ERROR_REASONS",
+    "CLAIM_REFUSED_REASONS",
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
@@ -87,6 +88,8 @@ IDENTITY_ERROR_REASONS = tuple(IdentityErrorReason)
 SET_ASIDE_REASONS = ("corrupt", "invalid")
 #: Why the HTTP server closed a connection without answering (``podpin_http_connections_dropped_total{reason}``).
 HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
+#: Why a pod was kept off a cgroup it claimed (``cgroup_claims_refused``).
+CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
 
 #: The ``(scope, boundary)`` pairs podpin counts, as the kubelet's ``container_aligned_compute_resources_count``:
 #: NUMA alignment per container (container scope) or per pod (pod scope) under ``single-numa-node``, and whole
@@ -327,6 +330,11 @@ class AgentMetrics:
         affinity_audits: affinity audits completed.
         nri_requests: NRI requests from the runtime, by ``method`` and ``result`` (``agent/nri/report.py``).
         nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
+        cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
+            ``kubernetes.io/config.mirror`` annotation on a pod no Node owns, ignored; ``cgroup_taken``: the pod
+            would map to a cgroup another pod holds, left out).
+        cpus_moved: exclusive sets (container slices, pod bubbles) changed when a checkpoint was re-adopted after
+            a hotplug or a reservation change; each also gets a ``PodpinCPUsMoved`` Warning Event.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -428,6 +436,17 @@ class AgentMetrics:
             self.checkpoints_set_aside.labels(reason=reason)
         for reason in HTTP_DROP_REASONS:
             self.http_dropped.labels(reason=reason)
+        self.cgroup_claims_refused = counter(
+            "cgroup_claims_refused",
+            "Pods kept off a cgroup they claimed (a mirror annotation, a taken cgroup).",
+            "reason",
+        )
+        for reason in CLAIM_REFUSED_REASONS:
+            self.cgroup_claims_refused.labels(reason=reason)
+        self.cpus_moved = counter(
+            "cpus_moved",
+            "Exclusive sets changed at start because CPUs went offline or became reserved (only those CPUs moved).",
+        )
         self._allocation_metrics(counter)
         self._audit_metrics(counter)
 

@@ -34,9 +34,10 @@ from types import MappingProxyType
 
 from agent.alloc.admission import Providers, admit_pod
 from agent.alloc.cpumanager import CPUManagerPolicy, CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
+from agent.alloc.cpumanager.policy_static import take_options_for
 from agent.alloc.devicemanager import DeviceManager
 from agent.alloc.devices import PodDevices
-from agent.alloc.errors import AllocationError, CheckpointError, PlacementError, PlannerError
+from agent.alloc.errors import AllocationError, PlacementError, PlannerError
 from agent.alloc.memorymanager import (
     MemoryManagerPolicy,
     MemoryState,
@@ -57,11 +58,10 @@ from agent.alloc.state import (
     NodeState,
     Observed,
     PodRecord,
-    affected_pods,
-    rebase_state,
     seed_observed,
     validate_node_state,
 )
+from agent.alloc.state.readopt import Readoption, choose_reserved, needs_readoption, readopt
 from agent.alloc.tally import AllocationEvent
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.alloc.trace import AdmissionTrace, MergeStep
@@ -135,7 +135,11 @@ class Planner:
             prefer_closest=config.topology_policy_options.prefer_closest_numa,
         )
         self._providers = Providers(cpu=self._cpu, memory=self._memory, devices=DeviceManager(numa_info))
+        self.readoption: Readoption | None = None
         self._state = self._adopt(state, reserved) if state is not None else self._initial(reserved)
+        dropped: tuple[str, ...] = self.readoption.dropped if self.readoption is not None else ()
+        for uid in dropped:
+            self.release(uid)
 
     # -- construction --------------------------------------------------------------------
     @staticmethod
@@ -180,19 +184,19 @@ class Planner:
 
     @staticmethod
     def _reservation(topology: Topology, config: PlannerConfig, state: NodeState | None) -> CPUSet:
-        """The reserved CPUs: a restored state's own set while it still fits, else chosen afresh.
+        """The reserved CPUs: a restored state's own set while it still fits, else chosen around the pods' CPUs.
 
         Chosen by take-by-topology, the set depends on which CPUs are online; after
-        a hotplug or a restart it must not move onto CPUs a pod holds.
+        a hotplug or a restart it must not move onto CPUs a pod holds
+        (:func:`~agent.alloc.state.readopt.choose_reserved`).
         """
         count, explicit = config.num_reserved_cpus(), config.reserved_system_cpus
-        if (
-            state is not None
-            and state.reserved.is_subset_of(topology.online_cpus)
-            and len(state.reserved) == count
-            and (not explicit or state.reserved == explicit)
-        ):
-            return state.reserved
+        if state is not None:
+            chosen = choose_reserved(
+                state, topology, take_options_for(topology, config.cpu_policy_options), count, explicit
+            )
+            if chosen is not None and len(chosen) == count:
+                return chosen
         try:
             return reserved_cpus_for(topology, config.cpu_policy_options, count, explicit)
         except AllocationError as err:
@@ -208,15 +212,21 @@ class Planner:
         return NodeState(online=self.topology.online_cpus, reserved=reserved, cpu=cpu, memory=memory)
 
     def _adopt(self, state: NodeState, reserved: CPUSet) -> NodeState:
-        if state.online != self.topology.online_cpus:
-            raise CheckpointError(
-                f'current set of available CPUs "{self.topology.online_cpus}" doesn\'t match with CPUs in state '
-                f'"{state.online}"'
+        """``state`` checked against the machine; re-adopted first when the CPUs or the reservation changed.
+
+        The kubelet refuses such a checkpoint; podpin keeps every running container's CPUs that it can
+        (:mod:`agent.alloc.state.readopt`, ``docs/kubelet-semantics.md``), reported in ``readoption``.
+        """
+        strict = self.config.cpu_policy_options.strict_cpu_reservation
+        if needs_readoption(state, self.topology.online_cpus, reserved, strict=strict):
+            self.readoption = readopt(
+                state,
+                self.topology,
+                reserved,
+                strict=strict,
+                options=take_options_for(self.topology, self.config.cpu_policy_options),
             )
-        if state.reserved != reserved:
-            raise CheckpointError(
-                f'the checkpoint reserves CPUs "{state.reserved}" but the configuration reserves "{reserved}"'
-            )
+            state = self.readoption.state
         validate_node_state(
             state, strict=self.config.cpu_policy_options.strict_cpu_reservation, expected_memory=self._expected_memory
         )
@@ -401,20 +411,15 @@ class Planner:
     def rebased(self, topology: Topology) -> tuple[Planner, list[str]]:
         """A planner for a machine whose online CPUs changed, and the pods it dropped.
 
-        Pods that held a CPU that went offline (or became reserved) are released;
-        the caller admits them again. Everything else keeps its CPUs.
+        The state is re-adopted as after a restart (:mod:`agent.alloc.state.readopt`): every exclusive CPU
+        still online and not newly reserved stays, a lost one is replaced (``readoption.moves`` of the new
+        planner); a pod that cannot be made whole is dropped and the caller admits it again.
 
         Raises:
             PlannerError: the configuration does not fit the new machine.
         """
-        reserved = self._reservation(topology, self.config, self._state) if self._cpu is not None else CPUSet()
-        dropped = affected_pods(self._state, topology.online_cpus, reserved)
-        for uid in dropped:
-            self.release(uid)
-        state = rebase_state(
-            self._state, topology.online_cpus, reserved, strict=self.config.cpu_policy_options.strict_cpu_reservation
-        )
-        return Planner(topology, self.config, state), dropped
+        planner = Planner(topology, self.config, self._state)
+        return planner, list(planner.readoption.dropped) if planner.readoption is not None else []
 
     # -- the plan ----------------------------------------------------------------------------
     def plan(self, pods: Iterable[PodView], decisions: dict[str, Decision] | None = None) -> Plan:

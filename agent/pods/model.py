@@ -22,6 +22,12 @@ Conventions, following how Go decodes the same JSON:
   ``podpin plan`` is named as such instead of failing on a missing field.
 * Container status entries are matched by name; entries for containers not in
   the spec (a stale status) are ignored.
+* The ``kubernetes.io/config.mirror`` annotation is honoured only on a pod the
+  Node owns (an ``ownerReferences`` entry of kind ``Node``, named as the pod's
+  ``spec.nodeName`` when that is set), as the kubelet creates every mirror pod
+  (``pkg/kubelet/pod/mirror_client.go``). Any tenant can write the annotation on
+  its own pod; honoured there it would map the pod onto another pod's cgroup.
+  Elsewhere its value is kept as ``mirror_refused`` for the report and ignored.
 """
 
 from __future__ import annotations
@@ -100,6 +106,7 @@ class PodView:
     overhead: Resources = field(default_factory=lambda: MappingProxyType({}))
     os_name: str | None = None
     mirror_of: str | None = None
+    mirror_refused: str | None = None
 
     @property
     def cgroup_uid(self) -> str:
@@ -303,6 +310,9 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
     deletion = _string(metadata, "deletionTimestamp", "metadata")
     annotations = _mapping(metadata.get("annotations"), "metadata.annotations") or {}
     mirror_of = _string(annotations, MIRROR_ANNOTATION, "metadata.annotations")
+    mirror_refused = None
+    if mirror_of is not None and not _owned_by_node(metadata, _string(spec, "nodeName", "spec")):
+        mirror_refused, mirror_of = mirror_of, None
 
     app, init = _read_containers(spec)
     pod_raw = _read_resources(spec.get("resources"), "spec.resources")
@@ -336,7 +346,25 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
         overhead=MappingProxyType({n: a.as_int(n) for n, a in overhead.items()}),
         os_name=os_name,
         mirror_of=mirror_of,
+        mirror_refused=mirror_refused,
     )
+
+
+def _owned_by_node(metadata: Mapping[str, Any], node_name: str | None) -> bool:
+    """Whether an ``ownerReferences`` entry names a Node (this pod's node when ``spec.nodeName`` is set).
+
+    Malformed entries are not an error here (the API server validated them); they simply own nothing.
+    """
+    owners = metadata.get("ownerReferences")
+    if not isinstance(owners, list | tuple):
+        return False
+    for owner in owners:
+        if not isinstance(owner, Mapping) or owner.get("kind") != "Node" or owner.get("apiVersion") != "v1":
+            continue
+        name = owner.get("name")
+        if isinstance(name, str) and name and (node_name is None or name == node_name):
+            return True
+    return False
 
 
 def effective_requests(pod: PodView) -> Resources:

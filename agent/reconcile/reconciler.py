@@ -3,8 +3,9 @@
 Each pass does, in order:
 
 1. read the pods the sources reported (malformed ones are reported and skipped,
-   a status containerID that can name no cgroup is reported) and state what
-   their statuses say in the identity book (``identity.py``);
+   a status containerID that can name no cgroup is reported, a pod that maps to
+   a cgroup another pod holds is reported and left out, ``claims.py``) and state
+   what their statuses say in the identity book (``identity.py``);
 2. release pods that are gone or terminal, then admit new pods in creation
    order (a rejected pod is tried again only after some pod released CPUs).
    When the state is rebuilt from the live cgroups, the pods whose cgroups
@@ -52,7 +53,7 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc import ContainerPlan, Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
+from agent.alloc import CheckpointError, ContainerPlan, Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
 from agent.audit import AffinityAudit
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import ApplyReport, CgroupFS
@@ -64,6 +65,7 @@ from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
 from agent.pods import ContainerKind, QOSClass
 from agent.pods.model import PodView
+from agent.reconcile.claims import CgroupClaims
 from agent.reconcile.devices import DeviceGate
 from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
@@ -112,6 +114,7 @@ class Reconciler:
         self.dry_run = dry_run
         self.clock = clock
         self.pods = PodCache()
+        self._claims = CgroupClaims()
         self.identities = IdentityBook()
         self._statuses = StatusFeed(self.identities)
         self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
@@ -142,6 +145,7 @@ class Reconciler:
         self._auditing = False
         if not rebuild:
             self.reporter.mark_pinned(planner.snapshot().pods)
+        self._readoption = planner.readoption
 
     # -- inputs --------------------------------------------------------------------------------
     def on_pods(self, event: PodEvent) -> None:
@@ -212,20 +216,24 @@ class Reconciler:
         self._full = True
 
     def rebase(self, topology: Topology) -> list[str]:
-        """CPUs went offline or online: move to the new topology, re-plan only the pods that lost a CPU."""
+        """CPUs went offline or online: move to the new topology; only the CPUs that went (or became reserved) move."""
         try:
             planner, dropped = self.planner.rebased(topology)
-        except PlannerError as err:
+        except (PlannerError, CheckpointError) as err:
             self.log.error("topology.rebase_failed", error=str(err))
             return []
         self.planner = planner
+        moved = sorted({m.uid for m in planner.readoption.moves}) if planner.readoption is not None else []
         for uid in dropped:
             self._decisions.pop(uid, None)
-            self._dirty.add(uid)
+        self._dirty.update(dropped, moved)
+        if planner.readoption is not None:
+            self.reporter.readopted(planner.readoption, {v.uid: v for v in self.pods.views()[0]})
         self._epoch += 1
         self._full = True
-        self.log.warning("topology.changed", online=str(topology.online_cpus), replanned=dropped)
-        return dropped
+        replanned = sorted(set(dropped) | set(moved))
+        self.log.warning("topology.changed", online=str(topology.online_cpus), replanned=replanned)
+        return replanned
 
     # -- NRI: the runtime asks before a container exists (``nri_desk.py``) ------------------------
     def find_view(self, uid: str) -> PodView | None:
@@ -286,6 +294,12 @@ class Reconciler:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
+        for view in views:
+            if view.mirror_refused is not None:
+                self.reporter.mirror_refused(view)
+        views, conflicts = self._claims.settle(views)
+        for conflict in conflicts:
+            self.reporter.cgroup_taken(conflict)
         adopting = self.passes == 0 and not self._rebuild
         self._statuses.update(views)
         if self._rebuild:
@@ -293,6 +307,9 @@ class Reconciler:
             self._observations = self._observe_live(views)
             self.log.warning("state.rebuilt_from_cgroups", pods=len(self._observations))
         elif adopting:
+            if self._readoption is not None:
+                self.reporter.readopted(self._readoption, {v.uid: v for v in views})
+                self._readoption = None
             # A checkpoint may be older than the cgroups (a save failed before the restart): the pods it does
             # not hold are offered their live cpusets first, so none of them loses CPUs to an older new pod.
             live = self._observe_live(views)
@@ -308,7 +325,9 @@ class Reconciler:
             if behind:
                 self.log.warning("state.behind_cgroups", pods=behind, kept="the CPUs their cgroups hold")
         self.reporter.forget_gone(
-            {v.uid for v in views} | {bad.uid or f"{bad.namespace}/{bad.name}" for bad in malformed}
+            {v.uid for v in views}
+            | {c.pod.uid for c in conflicts}
+            | {bad.uid or f"{bad.namespace}/{bad.name}" for bad in malformed}
         )
         if changed or (self.store is not None and self.store.stale):
             self._checkpoint()

@@ -7,7 +7,10 @@ rejected (followed by the pod's whole request and what was free), a Warning
 when its cgroups cannot be written, a Normal ``Pinned`` summary once per pod
 saying where each container runs and why. The words come from
 ``agent/render/reasons.py``. Each Warning is posted once per distinct message (the
-recorder aggregates repeats); posting never blocks the pinning path.
+recorder aggregates repeats); posting never blocks the pinning path. A rejection
+is logged at warning level (and posted) once per change of its reason: the same
+refusal met again when other pods release CPUs (its numbers aside) is a debug
+line ``pod.rejected_again``, so 50 unfit pods under churn do not flood the log.
 
 Pinning requests and errors count allocations as the kubelet's CPU manager
 does (the planner's :class:`~agent.alloc.tally.AllocationEvent` values on each
@@ -21,20 +24,24 @@ the writes themselves by result.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
 
 from agent.alloc import Decision, PodPlan, PodRecord, Pool
+from agent.alloc.state.readopt import Readoption
 from agent.audit import AUDITED_POOLS, AffinityFinding
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError, errno_name
 from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import AgentMetrics
 from agent.pods import ContainerKind
+from agent.pods.model import PodView
+from agent.reconcile.claims import Conflict
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
 from agent.render.reasons import reason_text, rejection_text
@@ -44,6 +51,7 @@ from agent.state_store import WriteFailure
 __all__ = ["MAX_EVENT_MESSAGE", "EventSink", "PodRef", "Reporter", "event_message", "pinned_summary"]
 
 PodRef = tuple[str, str, str]
+_DIGITS = re.compile(r"[0-9]+")
 """A pod as Events name it: (namespace, name, uid)."""
 
 #: Longest Event message podpin posts (the size events.k8s.io allows a note); longer ones end in "…".
@@ -111,6 +119,8 @@ class Reporter:
         self._kubelet_reason: str | None = None
         self._strays: set[tuple[str, str, str]] = set()
         self._blind = False
+        self._rejections: dict[str, tuple[str, str]] = {}
+        self._claims: dict[str, str] = {}
 
     # -- Events -----------------------------------------------------------------------------
     def _warn_once(self, ref: PodRef, reason: str, message: str) -> None:
@@ -122,6 +132,7 @@ class Reporter:
 
     # -- decisions --------------------------------------------------------------------------
     def admitted(self, decision: Decision, plan: PodPlan | None, seconds: float) -> None:
+        self._rejections.pop(decision.uid, None)
         self.metrics.admission_requests.inc()
         self.metrics.admission_duration.observe(seconds)
         self.metrics.count_allocations(decision.allocations)
@@ -148,8 +159,12 @@ class Reporter:
         self.metrics.admission_errors.labels(reason=decision.reason or "UnexpectedAdmissionError").inc()
         self.metrics.count_allocations(decision.allocations)
         request = rejection_text(decision.facts) if decision.facts is not None else None
-        self.log.warning(
-            "pod.rejected",
+        # Once per change of its reason: the same refusal on every release of other pods is a debug line.
+        shape = (decision.reason or "", _DIGITS.sub("N", decision.message or ""))
+        repeat = self._rejections.get(decision.uid) == shape
+        self._rejections[decision.uid] = shape
+        (self.log.debug if repeat else self.log.warning)(
+            "pod.rejected_again" if repeat else "pod.rejected",
             namespace=decision.namespace,
             pod=decision.name,
             uid=decision.uid,
@@ -158,6 +173,8 @@ class Reporter:
             request=request,
             pool=Pool.NODE_SHARED,
         )
+        if repeat:
+            return
         message = decision.message or ""
         self._warn_once(
             _ref(decision),
@@ -186,6 +203,7 @@ class Reporter:
         )
 
     def released(self, record: PodRecord) -> None:
+        self._rejections.pop(record.uid, None)
         self._pinned.discard(record.uid)
         self.log.info("pod.released", namespace=record.namespace, pod=record.name, uid=record.uid)
 
@@ -196,6 +214,8 @@ class Reporter:
         comes back (same uid) is reported afresh, which is what an operator wants.
         """
         self._warned = {key for key in self._warned if key[0] in alive}
+        self._rejections = {uid: shape for uid, shape in self._rejections.items() if uid in alive}
+        self._claims = {uid: claim for uid, claim in self._claims.items() if uid in alive}
         self._pinned &= alive
         self._malformed = {
             key: error for key, error in self._malformed.items() if key in alive or key.split("/")[0] in alive
@@ -227,6 +247,94 @@ class Reporter:
             "PodpinInvalidPod",
             f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
             "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
+        )
+
+    def readopted(self, readoption: Readoption, pods: Mapping[str, PodView]) -> None:
+        """The checkpoint was re-adopted after a hotplug or a reservation change: a line, and a Warning per move."""
+        state = readoption.state
+        self.log.warning(
+            "state.readopted",
+            online=str(state.online),
+            reserved=str(state.reserved),
+            moved=[f"{m.namespace}/{m.name}/{m.container or '<pod>'}" for m in readoption.moves],
+            dropped=list(readoption.dropped),
+            kept="every CPU still online and not newly reserved",
+        )
+        for move in readoption.moves:
+            self.metrics.cpus_moved.inc()
+            where = f"container {move.container}" if move.container is not None else "the pod's CPUs"
+            self.log.warning(
+                "pod.cpus_moved",
+                namespace=move.namespace,
+                pod=move.name,
+                uid=move.uid,
+                container=move.container,
+                before=str(move.before),
+                after=str(move.after),
+                offline=str(move.offline),
+                newly_reserved=str(move.reserved),
+            )
+            self._warn_once(
+                (move.namespace, move.name, move.uid),
+                "PodpinCPUsMoved",
+                f"podpin moved {where} from {move.before} to {move.after}: {move.why()}; every other CPU stayed",
+            )
+        for uid in readoption.dropped:
+            view = pods.get(uid)
+            if view is None:
+                continue
+            self.log.warning("pod.readmitted", namespace=view.namespace, pod=view.name, uid=uid)
+            self._warn_once(
+                (view.namespace, view.name, uid),
+                "PodpinCPUsMoved",
+                "podpin could not keep this pod's CPUs after CPUs went offline or became reserved (too few free "
+                "CPUs to replace them): it is admitted again like a new pod",
+            )
+
+    def mirror_refused(self, pod: PodView) -> None:
+        """A ``kubernetes.io/config.mirror`` annotation on a pod no Node owns: ignored, said once per value."""
+        claim = f"mirror:{pod.mirror_refused}"
+        if self._claims.get(pod.uid) == claim:
+            return
+        self._claims[pod.uid] = claim
+        self.metrics.cgroup_claims_refused.labels(reason="mirror_not_node_owned").inc()
+        self.log.warning(
+            "pod.mirror_annotation_ignored",
+            namespace=pod.namespace,
+            pod=pod.name,
+            uid=pod.uid,
+            annotation=pod.mirror_refused,
+            why="no ownerReferences entry of kind Node: only the kubelet's mirror pods name another cgroup",
+        )
+        self._warn_once(
+            (pod.namespace, pod.name, pod.uid),
+            "PodpinMirrorAnnotationIgnored",
+            f"podpin ignores kubernetes.io/config.mirror={pod.mirror_refused} on this pod: no Node owns it, so it "
+            "is not a mirror pod; the pod is handled under its own uid",
+        )
+
+    def cgroup_taken(self, conflict: Conflict) -> None:
+        """A pod maps to a cgroup another pod holds: left out (not pinned), said once per holder."""
+        pod, holder = conflict.pod, conflict.holder
+        claim = f"taken:{conflict.cgroup_uid}:{holder.uid}"
+        if self._claims.get(pod.uid) == claim:
+            return
+        self._claims[pod.uid] = claim
+        self.metrics.cgroup_claims_refused.labels(reason="cgroup_taken").inc()
+        self.log.warning(
+            "pod.cgroup_taken",
+            namespace=pod.namespace,
+            pod=pod.name,
+            uid=pod.uid,
+            cgroup_uid=conflict.cgroup_uid,
+            holder=holder.full_name,
+            holder_uid=holder.uid,
+        )
+        self._warn_once(
+            (pod.namespace, pod.name, pod.uid),
+            "PodpinCgroupTaken",
+            f"podpin leaves this pod unpinned: it maps to the cgroup of pod uid {conflict.cgroup_uid}, which "
+            f"{holder.full_name} holds",
         )
 
     def identity_error(

@@ -254,6 +254,17 @@ def other_machine_checkpoint(ctx: Ctx) -> None:
     ctx.pod(VICTIM)
 
 
+def self_contradicting_checkpoint(ctx: Ctx) -> None:
+    """A valid-checksum checkpoint whose shared pool also holds every exclusive CPU (it contradicts itself)."""
+    store = StateStore(ctx.node.state_dir)
+    state = store.load()
+    assert state is not None
+    cpu = state.cpu.copy()
+    cpu.default = cpu.default | cpu.assigned()
+    store.save(dataclasses.replace(state, cpu=cpu))
+    ctx.pod(VICTIM)
+
+
 def state_dir_unwritable(ctx: Ctx) -> None:
     """A file where the state directory should be: no checkpoint can be read or written."""
     shutil.rmtree(ctx.node.state_dir)
@@ -514,7 +525,8 @@ CASES = [
     _state("checkpoint-not-utf8", checkpoint(b"\xff\xfe\x00podpin\x80"), "state.corrupt"),
     _state("checkpoint-is-a-directory", checkpoint(None), "state.corrupt"),
     _state("checkpoint-checksum-mismatch", tampered_checkpoint, "state.corrupt"),
-    _state("checkpoint-from-another-machine", other_machine_checkpoint, "state.invalid"),
+    _state("checkpoint-from-another-machine", other_machine_checkpoint, "state.readopted"),
+    _state("checkpoint-contradicts-itself", self_contradicting_checkpoint, "state.invalid"),
     _state("state-dir-unwritable", state_dir_unwritable, "state.checkpoint_failed"),
     # the kubelet's CPU manager state: pinning, or unknown (treated as pinning): nothing is written
     _kubelet("kubelet-state-not-json", kubelet_state(b"{not json")),

@@ -382,6 +382,7 @@ def test_static_pod_is_pinned_through_its_config_hash(tmp_path: Path) -> None:
         creation_timestamp=_ts(1),
     )
     static["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "0123456789abcdef0123456789abcdef"}
+    static["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "n-1"}]
     node.add_pod(static)
     path = node.container_cgroup(static, "etcd")
     assert "kubepods-pod0123456789abcdef0123456789abcdef.slice" == path.parent.name

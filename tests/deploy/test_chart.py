@@ -323,10 +323,62 @@ class TestToggles:
         assert set() == kinds & {"Service", "ServiceMonitor"}
 
     def test_network_policy_from(self, tmp_path: Path) -> None:
-        """networkPolicy.from narrows who reaches the metrics port."""
+        """networkPolicy.from adds peers to the labelled scraping namespaces."""
         peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
         policy = _one(_render(tmp_path, {"networkPolicy": {"from": peers}}), "NetworkPolicy")["spec"]["ingress"]
-        assert [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": peers}] == policy
+        labelled = {"namespaceSelector": {"matchLabels": {"podpin.io/scrape": "true"}}}
+        assert [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [labelled, *peers]}] == policy
+
+    @pytest.mark.parametrize(
+        ("labels", "expected"),
+        [
+            (None, [{"namespaceSelector": {"matchLabels": {"podpin.io/scrape": "true"}}}]),
+            (
+                {"podpin.io/scrape": None, "team": "observability"},
+                [{"namespaceSelector": {"matchLabels": {"team": "observability"}}}],
+            ),
+            ({"podpin.io/scrape": None}, None),
+        ],
+        ids=["default", "custom", "empty-admits-any"],
+    )
+    def test_network_policy_admits_scrapes_from_labelled_namespaces(
+        self, tmp_path: Path, labels: dict[str, str | None] | None, expected: list[dict[str, Any]] | None
+    ) -> None:
+        """Scrapes come only from namespaces carrying networkPolicy.scrapeNamespaceLabels (issue "hold under attack"
+        item 8: nothing limited who may scrape); emptied (helm merges maps: null drops the default key), the policy
+        admits any source on the metrics port."""
+        values = {} if labels is None else {"networkPolicy": {"scrapeNamespaceLabels": labels}}
+        (rule,) = _one(_render(tmp_path, values), "NetworkPolicy")["spec"]["ingress"]
+        assert expected == rule.get("from")
+
+    @pytest.mark.parametrize(
+        ("values", "writable"),
+        [
+            ({}, "kubepods.slice"),
+            ({"config": {"cgroupDriver": "cgroupfs"}}, "kubepods"),
+            ({"config": {"cgroupDriver": "systemd"}}, "kubepods.slice"),
+            ({"cgroupSubtree": "kubepods"}, "kubepods"),
+        ],
+        ids=["auto", "cgroupfs", "systemd", "explicit"],
+    )
+    def test_only_the_pod_cgroups_are_writable(self, tmp_path: Path, values: dict[str, Any], writable: str) -> None:
+        """The cgroup tree is read-only and only the kubelet's pod subtree of the driver is read-write."""
+        mounts = _mounts(_render(tmp_path, values))
+        cgroup = {path: mount for path, mount in mounts.items() if path.startswith("/sys/fs/cgroup")}
+        assert {
+            "/sys/fs/cgroup": ("/sys/fs/cgroup", "Directory", True),
+            f"/sys/fs/cgroup/{writable}": (f"/sys/fs/cgroup/{writable}", "Directory", False),
+        } == cgroup
+
+    @pytest.mark.parametrize(
+        ("values", "pods"),
+        [({}, "1000"), ({"criticalPodQuota": {"nodes": 20}}, "40"), ({"criticalPodQuota": {"pods": 7}}, "7")],
+        ids=["default", "nodes", "explicit"],
+    )
+    def test_critical_pod_quota_is_two_per_node(self, tmp_path: Path, values: dict[str, Any], pods: str) -> None:
+        """The system-node-critical quota is 2 x criticalPodQuota.nodes unless pods is set (it was 10,000)."""
+        quota = _one(_render(tmp_path, values), "ResourceQuota")["spec"]["hard"]
+        assert {"pods": pods} == quota
 
 
 class TestNonDefaultRenderIsValid:
@@ -383,6 +435,9 @@ class TestSchema:
             ({"config": {"cpuManagerPolicyOptions": {"full-pcpus-only": True}}}, "full-pcpus-only"),
             ({"kubeletState": {"mountPath": "relative/dir"}}, "at '/kubeletState/mountPath'"),
             ({"nodeSelector": {"podpin.io/enabled": True}}, "at '/nodeSelector/podpin.io~1enabled'"),
+            ({"cgroupSubtree": "../etc"}, "at '/cgroupSubtree'"),
+            ({"criticalPodQuota": {"nodes": 0}}, "at '/criticalPodQuota/nodes'"),
+            ({"networkPolicy": {"scrapeNamespaceLabels": {"a": True}}}, "at '/networkPolicy/scrapeNamespaceLabels/a'"),
         ],
         ids=lambda v: json.dumps(v) if isinstance(v, dict) else "",
     )

@@ -32,6 +32,7 @@ from agent.quantity import cpu_millis, memory_bytes
 from tests.support.discovery_server import discovery_server, kubeconfig_for
 from tests.support.k8s_tools import CHART, checkov, helm_template, kubectl, supported_versions
 from tests.support.paths import REPO
+from tests.support.pod_security import baseline_violations, restricted_violations
 
 DEPLOY = REPO / "deploy"
 DAEMONSET = DEPLOY / "daemonset.yaml"
@@ -471,21 +472,39 @@ class TestDaemonSet:
         pod_context = _object("DaemonSet")["spec"]["template"]["spec"]["securityContext"]
         assert {"type": "RuntimeDefault"} == pod_context["seccompProfile"]
 
+    def test_pod_security_needs_privileged_only_for_host_paths(self) -> None:
+        """Measured against the Pod Security Standards: at baseline the pod breaks only "HostPath Volumes" (its five
+        host mounts), at restricted also the volume types and uid 0; so the Namespace enforces privileged, and says
+        why in values.yaml (issue "hold under attack" item 8: "The namespace is PSA privileged")."""
+        spec = _object("DaemonSet")["spec"]["template"]["spec"]
+        namespace = _object("Namespace")["metadata"]["labels"]
+        assert (
+            {"HostPath Volumes": ["sys", "cgroup", "cgroup-pods", "state", "kubelet-state"]},
+            ["HostPath Volumes", "Running as Non-root", "Running as Non-root user", "Volume Types"],
+            "privileged",
+        ) == (
+            baseline_violations(spec),
+            sorted(restricted_violations(spec)),
+            namespace["pod-security.kubernetes.io/enforce"],
+        )
+
     def test_node_name_from_downward_api(self) -> None:
         """NODE_NAME comes from spec.nodeName."""
         expected = [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
         assert expected == _container()["env"]
 
     def test_host_mounts(self) -> None:
-        """cgroup tree read-write, /sys, the kubelet's directory and the runtimes' state read-only (under the
-        agent's runtimeRoot, at their host paths), state dir read-write."""
+        """Only the kubelet's pod cgroups and the state dir read-write; /sys, the cgroup tree, the kubelet's
+        directory and the runtimes' state (under the agent's runtimeRoot, at their host paths) read-only (issue "hold
+        under attack" item 8: the whole cgroup tree was writable)."""
         kubelet_dir = str(Path(_effective_config("kubeletCPUManagerStatePath")).parent)
         containerd = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
         crio = "/run/containers/storage/overlay-containers"
         runtime_root = _effective_config("runtimeRoot")
         expected = {
             "/sys": ("/sys", "Directory", True),
-            _effective_config("cgroupRoot"): ("/sys/fs/cgroup", "Directory", False),
+            _effective_config("cgroupRoot"): ("/sys/fs/cgroup", "Directory", True),
+            f"{_effective_config('cgroupRoot')}/kubepods.slice": ("/sys/fs/cgroup/kubepods.slice", "Directory", False),
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
             kubelet_dir: ("/var/lib/kubelet", "Directory", True),
             runtime_root + containerd: (containerd, "DirectoryOrCreate", True),
@@ -552,7 +571,8 @@ class TestDaemonSet:
         assert f"ghcr.io/podpin/podpin:{__version__}" == _container()["image"]
 
     def test_service_and_network_policy_select_the_agent(self) -> None:
-        """The metrics Service and the NetworkPolicy select the agent pods and expose only the metrics port."""
+        """The metrics Service and the NetworkPolicy select the agent pods and expose only the metrics port, to pods
+        in namespaces labelled podpin.io/scrape=true."""
         pod_labels = _object("DaemonSet")["spec"]["template"]["metadata"]["labels"]
         service, policy = _object("Service")["spec"], _object("NetworkPolicy")["spec"]
         selects_agent = (
@@ -562,7 +582,12 @@ class TestDaemonSet:
         expected = (
             (True, True),
             [{"name": "metrics", "port": 9363, "targetPort": "metrics", "protocol": "TCP"}],
-            [{"ports": [{"port": "metrics", "protocol": "TCP"}]}],
+            [
+                {
+                    "ports": [{"port": "metrics", "protocol": "TCP"}],
+                    "from": [{"namespaceSelector": {"matchLabels": {"podpin.io/scrape": "true"}}}],
+                }
+            ],
         )
         assert expected == (selects_agent, service["ports"], policy["ingress"])
 

@@ -99,7 +99,8 @@ def test_sees_the_node_as_the_agent_does() -> None:
     pod, agent = _reset_pod(), _agent_pod()
     (agent_container,) = agent["containers"]
     agent_mounts = _host_paths(agent, agent_container)
-    expected = {path: agent_mounts[path] for path in ("/sys", "/sys/fs/cgroup", "/var/lib/podpin")}
+    shared = ("/sys", "/sys/fs/cgroup", "/sys/fs/cgroup/kubepods.slice", "/var/lib/podpin")
+    expected = {path: agent_mounts[path] for path in shared}
     config_maps = {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
     for container in [*pod["initContainers"], *pod["containers"]]:
         assert (expected, agent_container["env"], agent_container["securityContext"]) == (

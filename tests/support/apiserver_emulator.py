@@ -119,6 +119,7 @@ class ApiServerEmulator:
         self._streams: set[WatchStream] = set()
         self._bookmark_gen = 0
         self._closing = False
+        self._outage: Failure | None = None
         self.objects = ClusterObjects(self._cond, self._bump)
         self._server = ApiHTTPServer(self)
         self._thread = threading.Thread(
@@ -256,6 +257,11 @@ class ApiServerEmulator:
         with self._cond:
             self._failures.append(Failure(n, status, retry_after, method))
 
+    def outage(self, active: bool, status: int = 503) -> None:
+        """While ``active``, answer every request with ``status`` (an API server that is down), until called off."""
+        with self._cond:
+            self._outage = Failure(1, status, None, None) if active else None
+
     def drop_watches(self, *, abrupt: bool = True) -> int:
         """End every open watch: ``abrupt`` closes the socket mid-stream, else the stream ends cleanly.
 
@@ -323,6 +329,8 @@ class ApiServerEmulator:
 
     def serve_failure(self, method: str) -> Failure | None:
         with self._cond:
+            if self._outage is not None:
+                return self._outage
             for failure in self._failures:
                 if failure.method in (None, method):
                     failure.remaining -= 1

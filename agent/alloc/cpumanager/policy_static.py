@@ -31,7 +31,7 @@ from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, ContainerView, PodView, container_exclusive_cpus, pod_level_cpus
 from agent.topology.model import Topology
 
-__all__ = ["StaticCPUPolicy", "PodCPUAllocation", "reserved_cpus_for"]
+__all__ = ["StaticCPUPolicy", "PodCPUAllocation", "reserved_cpus_for", "take_options_for"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +51,11 @@ def _take_options(topology: Topology, options: CPUPolicyOptions) -> TakeOptions:
         spread=options.distribute_cpus_across_cores,
         prefer_uncore=options.prefer_align_by_uncorecache,
     )
+
+
+def take_options_for(topology: Topology, options: CPUPolicyOptions) -> TakeOptions:
+    """How the static policy takes CPUs by topology on this machine with these options."""
+    return _take_options(topology, options)
 
 
 def reserved_cpus_for(topology: Topology, options: CPUPolicyOptions, count: int, explicit: CPUSet) -> CPUSet:

@@ -5,7 +5,8 @@ after every change, with the checks a restored state must pass
 (:func:`validate_node_state`, the kubelet's ``validateState`` and more);
 :mod:`.checkpoint` is its versioned, checksummed JSON form; :mod:`.adopt` offers
 cpusets found on live cgroups to the planner when the checkpoint is lost;
-:mod:`.rebase` moves a state onto a machine whose online CPUs changed. The
+:mod:`.readopt` moves a state onto a machine whose online CPUs or reserved set changed (a hotplug, a restart
+after one or after a configuration change), keeping every CPU it can. The
 kubelet keeps the same split per manager (``cpumanager/state``,
 ``memorymanager/state``). Nothing here does I/O: the file is the shell's
 (``agent/state_store.py``).
@@ -14,15 +15,16 @@ kubelet keeps the same split per manager (``cpumanager/state``,
 from agent.alloc.state.adopt import Observed, seed_observed
 from agent.alloc.state.checkpoint import CHECKPOINT_VERSION, state_from_checkpoint, state_to_checkpoint
 from agent.alloc.state.node import NodeState, PodRecord, validate_node_state
-from agent.alloc.state.rebase import affected_pods, rebase_state
+from agent.alloc.state.readopt import Move, Readoption, readopt
 
 __all__ = [
     "CHECKPOINT_VERSION",
     "NodeState",
     "Observed",
     "PodRecord",
-    "affected_pods",
-    "rebase_state",
+    "Move",
+    "Readoption",
+    "readopt",
     "seed_observed",
     "state_from_checkpoint",
     "state_to_checkpoint",

@@ -324,8 +324,9 @@ class TestHotplug:
         nodes = tuple(replace(n, cpus=n.cpus - CPUSet(cpus)) for n in topology.numa_nodes)
         return replace(topology, cpus=changed, numa_nodes=nodes)
 
-    def test_only_pods_on_offline_cpus_are_replanned_and_the_reservation_stays(self) -> None:
-        """One SMT sibling going offline re-plans the pod that held it; the reserved CPU does not move."""
+    def test_only_the_offline_cpu_moves_and_the_reservation_stays(self) -> None:
+        """One SMT sibling going offline: the pod that held it keeps its other CPU and gets one in place of the lost
+        one (it used to be released and re-admitted whole); the other pod and the reserved CPU do not move."""
         topology = machine()
         p = Planner(topology, config_from_mapping({"systemReserved": {"cpu": "1"}}, env={}).planner)
         first = pod("first", containers=[container("c", cpu="2", memory="1Gi")])
@@ -336,6 +337,16 @@ class TestHotplug:
         victim = next(uid for uid, c in before.items() if 1 in c["c"])
         survivor = next(uid for uid in before if uid != victim)
         rebased, dropped = p.rebased(self.offline(topology, 17))
-        assert ([victim], CPUSet([0])) == (dropped, rebased.reserved)
-        assert before[survivor] == dict(rebased.snapshot().cpu.assignments[survivor])
-        assert 17 not in rebased.snapshot().cpu.default
+        after = rebased.snapshot().cpu.assignments
+        assert rebased.readoption is not None
+        assert ([], CPUSet([0]), [(victim, "c", "17")]) == (
+            dropped,
+            rebased.reserved,
+            [(m.uid, m.container, str(m.offline)) for m in rebased.readoption.moves],
+        )
+        assert (before[survivor], True, 2, False) == (
+            dict(after[survivor]),
+            1 in after[victim]["c"],
+            len(after[victim]["c"]),
+            17 in rebased.snapshot().cpu.default | after[victim]["c"],
+        )

@@ -404,5 +404,33 @@ def test_mirror_pod_cgroup_uid() -> None:
     raw = make_pod("etcd", containers=[container("etcd")])
     plain = pod_from_dict(raw)
     raw["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "0123456789abcdef0123456789abcdef"}
+    raw["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "n-1"}]
     mirror = pod_from_dict(raw)
     assert (plain.uid, "0123456789abcdef0123456789abcdef") == (plain.cgroup_uid, mirror.cgroup_uid)
+
+
+_OWNERS: dict[str, object] = {
+    "none": None,
+    "a ReplicaSet": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "node-1", "uid": "r"}],
+    "another Node": [{"apiVersion": "v1", "kind": "Node", "name": "node-2", "uid": "n-2"}],
+    "a Node of another API group": [{"apiVersion": "x.example/v1", "kind": "Node", "name": "node-1", "uid": "n"}],
+    "not a list": {"kind": "Node"},
+}
+
+
+@pytest.mark.parametrize("owners", sorted(_OWNERS))
+def test_mirror_annotation_without_a_node_owner_is_refused(owners: str) -> None:
+    """Only a pod its own Node owns is a mirror pod: elsewhere the annotation is kept aside, the cgroup is the pod's."""
+    from agent.pods.model import pod_from_dict
+    from tests.support.podfactory import make_pod
+
+    raw = make_pod("tenant", containers=[container("app")])
+    raw["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "0123456789abcdef0123456789abcdef"}
+    if _OWNERS[owners] is not None:
+        raw["metadata"]["ownerReferences"] = _OWNERS[owners]
+    view = pod_from_dict(raw)
+    assert (raw["metadata"]["uid"], None, "0123456789abcdef0123456789abcdef") == (
+        view.cgroup_uid,
+        view.mirror_of,
+        view.mirror_refused,
+    )

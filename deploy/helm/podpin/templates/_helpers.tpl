@@ -51,3 +51,22 @@ the runtimes' state directories). */}}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+
+{{/* The cgroup directory the agent writes below the cgroup root: cgroupSubtree, else the kubelet's driver's
+(config.cgroupDriver cgroupfs: kubepods; systemd and auto: kubepods.slice, the default of kubeadm and of every
+kubelet since 1.22 on a systemd host). */}}
+{{- define "podpin.cgroupSubtree" -}}
+{{- if .Values.cgroupSubtree -}}
+{{- .Values.cgroupSubtree -}}
+{{- else if eq (.Values.config.cgroupDriver | default "auto") "cgroupfs" -}}
+kubepods
+{{- else -}}
+kubepods.slice
+{{- end -}}
+{{- end -}}
+
+{{/* The system-node-critical pods the namespace may hold: criticalPodQuota.pods, else two per opted-in node (the
+agent, and the reset pod of the uninstall DaemonSet while it replaces the agent) for criticalPodQuota.nodes. */}}
+{{- define "podpin.criticalPods" -}}
+{{- .Values.criticalPodQuota.pods | default (mul 2 .Values.criticalPodQuota.nodes) -}}
+{{- end -}}

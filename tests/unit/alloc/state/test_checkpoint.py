@@ -175,13 +175,6 @@ def test_container_outside_its_bubble_is_refused() -> None:
     assert f'pod: {bubble_uid}, container: log cpuset "7" is not inside the pod\'s cpuset "1-3"' == str(err.value)
 
 
-def test_checkpoint_from_another_reservation_is_refused() -> None:
-    """A state saved with other reserved CPUs does not fit this configuration."""
-    state = state_from_checkpoint(document())
-    with pytest.raises(CheckpointError, match='the checkpoint reserves CPUs "0" but the configuration reserves "0-1"'):
-        Planner(machine(threads=1), config_from_mapping({"reservedSystemCPUs": "0-1"}, env={}).planner, state)
-
-
 def test_memory_state_round_trip_and_mismatch() -> None:
     """With the Static memory policy the machine state is checkpointed and validated too."""
     extra = {
