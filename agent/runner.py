@@ -14,7 +14,8 @@ only put items on a queue; the loop drains it, runs a reconcile pass, and every
 ``reconcilePeriod`` forces a full pass (drift repair, usage sampling, CPU
 hotplug check). With ``nri.enabled`` (the default) a thread waits for the
 runtime's NRI socket and serves it as an NRI plugin (``agent/nri/plugin.py``);
-its requests reach the loop through the same queue and are answered there
+it registers once the first pod list is planned, and its requests reach the
+loop through the same queue and are answered there
 (``agent/reconcile/nri_handler.py``, ``nri_desk.py``). No socket, ``--once`` or
 a dry run: no plugin, and protobuf is never loaded. A full pass yields to queued work between its steps
 (:meth:`Agent.work_waiting`); the loop then handles the queue, runs a pass
@@ -140,6 +141,8 @@ class Agent:
         self.config = _configure(options)
         self.log = structlog.get_logger("podpin").bind(node=self.config.node_name)
         self.stop_event = threading.Event()
+        #: Set by the loop after its first pass (the first pod list): the NRI plugin registers only then.
+        self.planned = threading.Event()
         self._queue: queue.Queue[tuple[str, Any, float]] = queue.Queue()
         self._heartbeat = time.monotonic()
         self._ready_reason = "starting: no pod list yet"
@@ -363,6 +366,11 @@ class Agent:
             while not path.exists():
                 if self.stop_event.wait(_NRI_SOCKET_POLL):
                     return
+        # Register only once there is a plan: Synchronize compares the running containers with it and
+        # CreateContainer answers from it; before the first pod list every answer would be the pod-wait fallback.
+        while not self.planned.wait(_NRI_SOCKET_POLL):
+            if self.stop_event.is_set():
+                return
         from agent.nri.plugin import NRIPlugin  # protobuf only once a socket exists
 
         self.nri_plugin = NRIPlugin.from_config(
@@ -490,6 +498,7 @@ class Agent:
                     self.metrics.ready.set(1 if self.ready()[0] else 0)
                 continue
             if self.reconciler.run_pass(None if self.options.once else self.work_waiting):
+                self.planned.set()
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
                 if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
                     self.nrt.offer(self.reconciler.snapshot.state, self.reconciler.snapshot.topology)
