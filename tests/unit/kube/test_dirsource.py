@@ -153,8 +153,10 @@ class TestRun:
         """No SYNC is emitted for a directory that cannot be listed: an empty one would release every pod."""
         with running(DirSource(tmp_path / "absent", NODE, poll_interval=0.02, use_inotify=False)) as got:
             time.sleep(0.2)
-            (tmp_path / "absent").mkdir()
-            (tmp_path / "absent" / "a.yaml").write_text(pod_yaml("a"))
+            staging = tmp_path / "staging"  # the directory appears with its file (a poll between would list it empty)
+            staging.mkdir()
+            (staging / "a.yaml").write_text(pod_yaml("a"))
+            staging.rename(tmp_path / "absent")
             got.wait_for_names(lambda n: n == ["a"])
         assert [["a"]] == [names(e.pods) for e in got.events]
 
