@@ -183,7 +183,7 @@ class TestToggles:
     def test_nri_on_mounts_the_socket_directory(self, tmp_path: Path) -> None:
         """nri.enabled mounts the socket's directory read-only (the directory, so a new socket shows)."""
         mounts = _mounts(_render(tmp_path, {"nri": {"enabled": True, "socketPath": "/run/containerd/nri/nri.sock"}}))
-        assert ("/run/containerd/nri", "Directory", True) == mounts["/run/containerd/nri"]
+        assert ("/run/containerd/nri", "DirectoryOrCreate", True) == mounts["/run/containerd/nri"]
 
     def test_nri_on_reaches_the_agent(self, tmp_path: Path) -> None:
         """nri.enabled and nri.socketPath become the agent's nri section, loaded by the agent: it connects to the
@@ -193,9 +193,21 @@ class TestToggles:
         expected = NRIConfig(enabled=True, socket_path=Path("/run/containerd/nri/nri.sock"))
         assert (expected, True) == (loaded.nri, str(loaded.nri.socket_path.parent) in _mounts(objects))
 
-    def test_nri_off_mounts_nothing_of_the_runtime(self, tmp_path: Path) -> None:
-        """By default no NRI path is mounted, and the agent is told NRI is off (its own default is on)."""
+    def test_nri_on_by_default(self, tmp_path: Path) -> None:
+        """By default the NRI socket's directory is mounted (created when the runtime has NRI off) and the agent
+        uses the socket whenever it exists, as its own default says."""
         objects = _render(tmp_path)
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        mounts = _mounts(objects)
+        assert (("/var/run/nri", "DirectoryOrCreate", True), True, Path("/var/run/nri/nri.sock")) == (
+            mounts["/var/run/nri"],
+            loaded.nri.enabled,
+            loaded.nri.socket_path,
+        )
+
+    def test_nri_off_mounts_nothing_of_the_runtime(self, tmp_path: Path) -> None:
+        """nri.enabled false: no NRI path is mounted, and the agent is told NRI is off (its own default is on)."""
+        objects = _render(tmp_path, {"nri": {"enabled": False}})
         loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
         assert ([], False) == ([path for path in _mounts(objects) if "nri" in path], loaded.nri.enabled)
 
