@@ -486,6 +486,7 @@ class TestDaemonSet:
                     "cgroup-pods",
                     "state",
                     "kubelet-state",
+                    "nri",
                     "containerd-state",
                     "crio-state",
                 ]
@@ -505,8 +506,8 @@ class TestDaemonSet:
 
     def test_host_mounts(self) -> None:
         """Only the kubelet's pod cgroups and the state dir read-write; /sys, the cgroup tree, the kubelet's
-        directory and the runtimes' state (under the agent's runtimeRoot, at their host paths) read-only (issue "hold
-        under attack" item 8: the whole cgroup tree was writable)."""
+        directory, the NRI socket's directory and the runtimes' state (under the agent's runtimeRoot, at their host
+        paths) read-only (issue "hold under attack" item 8: the whole cgroup tree was writable)."""
         kubelet_dir = str(Path(_effective_config("kubeletCPUManagerStatePath")).parent)
         containerd = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
         crio = "/run/containers/storage/overlay-containers"
@@ -517,6 +518,7 @@ class TestDaemonSet:
             f"{_effective_config('cgroupRoot')}/kubepods.slice": ("/sys/fs/cgroup/kubepods.slice", "Directory", False),
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
             kubelet_dir: ("/var/lib/kubelet", "Directory", True),
+            "/var/run/nri": ("/var/run/nri", "DirectoryOrCreate", True),
             runtime_root + containerd: (containerd, "DirectoryOrCreate", True),
             runtime_root + crio: (crio, "DirectoryOrCreate", True),
         }
