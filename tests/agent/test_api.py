@@ -8,15 +8,12 @@ Events are real POSTs and PATCHes the emulator stores.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from structlog.testing import capture_logs
 
 from agent.runner import Agent
-from tests.support.agentfixture import AgentNode, kubeconfig, lines, make_node, running, sample, wait_until
+from tests.support.agentfixture import AgentNode, kubeconfig, lines, running, sample, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.podfactory import container, make_pod, resources
 
@@ -29,19 +26,6 @@ def gu(name: str, cpus: str = "2", *, ts: int = 1, states: dict[str, str] | None
         states=states or {"app": "running"},
         creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
     )
-
-
-@pytest.fixture
-def api() -> Iterator[ApiServerEmulator]:
-    with ApiServerEmulator() as em:
-        yield em
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> AgentNode:
-    node = make_node(tmp_path)
-    node.write_config(reconcilePeriod="300ms")
-    return node
 
 
 def agent_for(node: AgentNode, api: ApiServerEmulator, **changes: Any) -> Agent:

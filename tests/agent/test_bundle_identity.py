@@ -19,23 +19,9 @@ from structlog.testing import capture_logs
 from agent.runtime import IdentityErrorReason, IdentitySource
 from tests.support.agentfixture import AgentNode, lines, make_node, running, sample, wait_until
 from tests.support.bundles import bundle_path, containerd_annotations, write_bundle
-from tests.support.podfactory import container, container_id, make_pod
+from tests.support.podfactory import container, make_pod, runtime_id, waiting_pod
 
 OTHER_UID = "5b0c1d2e-3f40-4a51-8b62-7c83d94ea5f6"
-
-
-def waiting(name: str, cpus: str = "2", *, ts: int = 1) -> dict[str, Any]:
-    """A Guaranteed pod with one container ``app`` whose status has no containerID yet (as the API lags)."""
-    return make_pod(
-        name,
-        containers=[container("app", cpu=cpus, memory="1Gi")],
-        states={"app": "waiting"},
-        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
-    )
-
-
-def _rid(raw: Mapping[str, Any], name: str) -> str:
-    return container_id(raw["metadata"]["uid"], name).split("://")[1]
 
 
 def _appear(node: AgentNode, raw: Mapping[str, Any], runtime_id: str) -> Path:
@@ -61,13 +47,13 @@ def _applied(logs: Sequence[Mapping[str, Any]], path: Path) -> list[str | None]:
 def test_container_is_pinned_from_its_bundle_before_its_status(tmp_path: Path, driver: str) -> None:
     """No containerID in the status: the bundle names the container, whose first cpuset is its own slice."""
     node = make_node(tmp_path, driver=driver)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     _runtime_state(node)
     with capture_logs() as logs, running(node.agent()) as agent:
         wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
-        write_bundle(node.runtime_root, _rid(web, "app"), containerd_annotations(web["metadata"]["uid"], "app"))
-        path = _appear(node, web, _rid(web, "app"))
+        write_bundle(node.runtime_root, runtime_id(web, "app"), containerd_annotations(web["metadata"]["uid"], "app"))
+        path = _appear(node, web, runtime_id(web, "app"))
         wait_until(lambda: node.read(path) == "1,17", what="the container's own slice")
         wait_until(
             lambda: sample(agent, "podpin_container_pins_total", source=IdentitySource.BUNDLE), what="the pin counted"
@@ -83,7 +69,7 @@ def test_container_is_pinned_from_its_bundle_before_its_status(tmp_path: Path, d
 def test_sandbox_is_recognised_and_gets_the_interim_set(tmp_path: Path) -> None:
     """The sandbox's bundle says ``sandbox``: it gets the pod's interim set and is logged as the sandbox."""
     node = make_node(tmp_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     _runtime_state(node)
     sandbox = "5" * 64
@@ -98,10 +84,10 @@ def test_sandbox_is_recognised_and_gets_the_interim_set(tmp_path: Path) -> None:
 def test_bundle_naming_another_pod_is_refused_and_reported(tmp_path: Path) -> None:
     """A bundle in pod A's cgroup that claims pod B: not believed, reported (log, metric), interim set."""
     node = make_node(tmp_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     _runtime_state(node)
-    rid = _rid(web, "app")
+    rid = runtime_id(web, "app")
     write_bundle(node.runtime_root, rid, containerd_annotations(OTHER_UID, "app"))
     with capture_logs() as logs, running(node.agent()) as agent:
         wait_until(lambda: agent.reconciler.passes > 0, what="the first pass")
@@ -118,10 +104,10 @@ def test_bundle_naming_another_pod_is_refused_and_reported(tmp_path: Path) -> No
 def test_bundle_written_after_the_cgroup_is_read_again(tmp_path: Path) -> None:
     """A bundle that is not there yet when the cgroup appears is read again shortly and then names it."""
     node = make_node(tmp_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     _runtime_state(node)
-    rid = _rid(web, "app")
+    rid = runtime_id(web, "app")
     with running(node.agent()) as agent:
         wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
         path = _appear(node, web, rid)
@@ -137,7 +123,7 @@ def test_bundle_written_after_the_cgroup_is_read_again(tmp_path: Path) -> None:
 def test_without_runtime_state_the_status_names_the_container(tmp_path: Path) -> None:
     """No runtime state under the root: said once; the container waits in the interim set for its status."""
     node = make_node(tmp_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     running_web = make_pod(
         "web",
@@ -147,7 +133,7 @@ def test_without_runtime_state_the_status_names_the_container(tmp_path: Path) ->
     )
     with capture_logs() as logs, running(node.agent()) as agent:
         wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
-        path = _appear(node, web, _rid(web, "app"))
+        path = _appear(node, web, runtime_id(web, "app"))
         wait_until(lambda: node.read(path) == "0,2-16,18-31", what="the interim set")
         node.write_manifest(running_web)
         wait_until(lambda: node.read(path) == "1,17", what="the slice once the status names it")
@@ -161,33 +147,33 @@ def test_without_runtime_state_the_status_names_the_container(tmp_path: Path) ->
 def test_once_names_running_containers_from_bundles(tmp_path: Path) -> None:
     """``podpin run --once --runtime-root DIR`` (the CLI): containers running without a status are named by scan."""
     node = make_node(tmp_path, driver="cgroupfs")
-    pods = [waiting("a", ts=1), waiting("b", "4", ts=2)]
+    pods = [waiting_pod("a", ts=1), waiting_pod("b", "4", ts=2)]
     for raw in pods:
         node.add_pod(raw)
-        rid = _rid(raw, "app")
+        rid = runtime_id(raw, "app")
         write_bundle(node.runtime_root, rid, containerd_annotations(raw["metadata"]["uid"], "app"))
         _appear(node, raw, rid)
     result = node.cli("--once")
-    actual = [node.read(node.pod_cgroup(raw) / _rid(raw, "app")) for raw in pods]
+    actual = [node.read(node.pod_cgroup(raw) / runtime_id(raw, "app")) for raw in pods]
     assert (0, ["1,17", "2-3,18-19"]) == (result.returncode, actual), result.stderr
 
 
 def test_lost_checkpoint_keeps_bundle_named_containers_on_their_cpus(tmp_path: Path) -> None:
     """Rebuilt from the cgroups without any status containerID, each pod keeps the CPUs it runs on."""
     node = make_node(tmp_path)
-    first = [waiting("a", ts=5), waiting("b", ts=6)]
+    first = [waiting_pod("a", ts=5), waiting_pod("b", ts=6)]
     for raw in first:
         node.add_pod(raw)
-        rid = _rid(raw, "app")
+        rid = runtime_id(raw, "app")
         write_bundle(node.runtime_root, rid, containerd_annotations(raw["metadata"]["uid"], "app"))
         _appear(node, raw, rid)
     node.run_once()
-    before = [node.read(node.pod_cgroup(raw) / node.tree.container_name(_rid(raw, "app"))) for raw in first]
+    before = [node.read(node.pod_cgroup(raw) / node.tree.container_name(runtime_id(raw, "app"))) for raw in first]
     (node.state_dir / "podpin_state.json").unlink()
-    early = waiting("early", ts=1)
+    early = waiting_pod("early", ts=1)
     node.add_pod(early)
     with capture_logs() as logs:
         node.run_once()
-    after = [node.read(node.pod_cgroup(raw) / node.tree.container_name(_rid(raw, "app"))) for raw in first]
+    after = [node.read(node.pod_cgroup(raw) / node.tree.container_name(runtime_id(raw, "app"))) for raw in first]
     kept = sorted((e["pod"], e.get("kept_running_cpus")) for e in lines(logs, "pod.admitted"))
     assert (["1,17", "2,18"], before, [("a", ["app"]), ("b", ["app"]), ("early", None)]) == (before, after, kept)

@@ -11,33 +11,18 @@ reported (log line, ``podpin_cgroup_claims_refused_total``, a Warning Event) and
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from structlog.testing import capture_logs
 
 from agent.runner import Agent
-from tests.support.agentfixture import AgentNode, kubeconfig, lines, make_node, running, sample, wait_until
+from tests.support.agentfixture import AgentNode, kubeconfig, lines, running, sample, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.podfactory import container, make_pod
 
 STATIC_HASH = "0123456789abcdef0123456789abcdef"
 NODE_OWNER = {"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "5e0b4c8e-0000-4000-8000-000000000001"}
-
-
-@pytest.fixture
-def api() -> Iterator[ApiServerEmulator]:
-    with ApiServerEmulator() as em:
-        yield em
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> AgentNode:
-    node = make_node(tmp_path)
-    node.write_config(reconcilePeriod="300ms")
-    return node
 
 
 def agent_for(node: AgentNode, api: ApiServerEmulator) -> Agent:

@@ -27,7 +27,7 @@ import dataclasses
 import errno
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -596,12 +596,6 @@ CASES = [
 def sysfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example-2s sysfs tree, shared read-only by every case."""
     return write_sysfs(tmp_path_factory.mktemp("sysfs") / "sys", MACHINES["example-2s"]())
-
-
-@pytest.fixture
-def api() -> Iterator[ApiServerEmulator]:
-    with ApiServerEmulator() as em:
-        yield em
 
 
 def test_table_is_large_and_ids_are_unique() -> None:

@@ -22,27 +22,16 @@ from agent.runtime import IdentitySource
 from tests.support.agentfixture import AgentNode, lines, make_node, running, sample, wait_until
 from tests.support.nri_runtime import NRIRuntime, make_container
 from tests.support.nri_runtime import make_pod as nri_pod
-from tests.support.podfactory import container, container_id, make_pod
-
-
-def waiting(name: str, cpus: str = "2", *, ts: int = 1) -> dict[str, Any]:
-    """A Guaranteed pod with one container ``app`` whose status has no containerID yet."""
-    return make_pod(
-        name,
-        containers=[container("app", cpu=cpus, memory="1Gi")],
-        states={"app": "waiting"},
-        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
-    )
-
-
-def _rid(raw: Mapping[str, Any], name: str) -> str:
-    return container_id(raw["metadata"]["uid"], name).split("://")[1]
+from tests.support.podfactory import container, make_pod, runtime_id, waiting_pod
 
 
 def _sandbox(raw: Mapping[str, Any]) -> pb.PodSandbox:
     """The pod's sandbox as containerd describes it to NRI."""
     return nri_pod(
-        raw["metadata"]["uid"], raw["metadata"]["name"], raw["metadata"]["namespace"], sandbox_id=_rid(raw, "sandbox")
+        raw["metadata"]["uid"],
+        raw["metadata"]["name"],
+        raw["metadata"]["namespace"],
+        sandbox_id=runtime_id(raw, "sandbox"),
     )
 
 
@@ -74,13 +63,13 @@ def test_create_after_the_pod_is_known_answers_the_planned_values(tmp_path: Path
     """A pod the watch delivered: the answer holds the container's exclusive CPUs and no CPU limit, the pod cgroup
     already holds them (all CPUs: the container narrows), and the cgroup that appears counts as pinned through NRI."""
     node = nri_node(tmp_path, socket_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     with NRIRuntime(socket_path) as runtime, running(node.agent()) as agent:
         wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
         conn = runtime.wait_ready()
         sandbox = _sandbox(web)
-        answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+        answer = conn.create_container(sandbox, make_container(runtime_id(web, "app"), sandbox, "app"))
         pod_cpus = node.read(node.pod_cgroup(web))
         path = node.start_container(web, "app")
         wait_until(lambda: sample(agent, "podpin_container_pins_total", source=IdentitySource.NRI), what="NRI pin")
@@ -96,12 +85,12 @@ def test_create_before_the_pod_is_known_gets_the_interim_set_then_the_plan(tmp_p
     """The watch has not delivered the pod: after ``podWaitTimeout`` the container gets the shared pool, a warning
     says so, and once the pod arrives its cgroup (named by NRI alone) is corrected to the planned set."""
     node = nri_node(tmp_path, socket_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     with NRIRuntime(socket_path) as runtime, capture_logs() as logs, running(node.agent()) as agent:
         conn = runtime.wait_ready()
         shared = str(agent.reconciler.plan.shared_pool) if agent.reconciler.plan is not None else ""
         sandbox = _sandbox(web)
-        answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+        answer = conn.create_container(sandbox, make_container(runtime_id(web, "app"), sandbox, "app"))
         node.add_pod(web)
         path = node.start_container(web, "app")
         wait_until(lambda: node.read(path) == "1,17", what="the planned set after the pod arrived")
@@ -113,11 +102,11 @@ def test_synchronize_adopts_running_containers(tmp_path: Path, socket_path: Path
     """podpin starting next to running containers: Synchronize names them, the one whose cpuset differs from the
     plan is logged and rewritten directly, and no NRI update is returned."""
     node = nri_node(tmp_path, socket_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     pod_path = node.add_pod(web)
-    path = node.tree.add_container(pod_path, _rid(web, "app"))
+    path = node.tree.add_container(pod_path, runtime_id(web, "app"))
     sandbox = _sandbox(web)
-    running_app = make_container(_rid(web, "app"), sandbox, "app", cpus="0-31")
+    running_app = make_container(runtime_id(web, "app"), sandbox, "app", cpus="0-31")
     running_app.state = pb.CONTAINER_RUNNING
     with (
         NRIRuntime(socket_path, pods=[sandbox], containers=[running_app]) as runtime,
@@ -136,7 +125,7 @@ def test_synchronize_adopts_running_containers(tmp_path: Path, socket_path: Path
 def test_runtime_restart_reconnects(tmp_path: Path, socket_path: Path) -> None:
     """The runtime goes away (podpin says it falls back) and comes back: podpin registers again and answers."""
     node = nri_node(tmp_path, socket_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     runtime = NRIRuntime(socket_path)
     runtime.start()
@@ -150,7 +139,7 @@ def test_runtime_restart_reconnects(tmp_path: Path, socket_path: Path) -> None:
             conn = runtime.wait_ready(count=2)
             wait_until(lambda: sample(agent, "podpin_nri_connected") == 1.0, what="connected again")
             sandbox = _sandbox(web)
-            answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+            answer = conn.create_container(sandbox, make_container(runtime_id(web, "app"), sandbox, "app"))
     finally:
         runtime.stop()
     fallbacks = len(lines(logs, "nri.fallback"))
@@ -165,13 +154,13 @@ def test_pool_change_rewrites_other_containers_directly(tmp_path: Path, socket_p
     node.add_pod(other)
     other_path = node.container_cgroup(other, "s")
     burstable = node.tree.qos_dir("burstable")
-    web = waiting("web", ts=2)
+    web = waiting_pod("web", ts=2)
     with NRIRuntime(socket_path) as runtime, running(node.agent()):
         conn = runtime.wait_ready()
         wait_until(lambda: node.read(burstable) == "0-31", what="the whole shared pool first")
         node.add_pod(web)
         sandbox = _sandbox(web)
-        answer = conn.create_container(sandbox, make_container(_rid(web, "app"), sandbox, "app"))
+        answer = conn.create_container(sandbox, make_container(runtime_id(web, "app"), sandbox, "app"))
         wait_until(lambda: node.read(burstable) == "0,2-16,18-31", what="the shared pool narrowed")
         effective = node.read(other_path, "cpuset.cpus.effective")
     assert answer is not None
@@ -181,19 +170,19 @@ def test_pool_change_rewrites_other_containers_directly(tmp_path: Path, socket_p
 def test_update_container_reasserts_the_planned_cpuset(tmp_path: Path, socket_path: Path) -> None:
     """The kubelet's update carries a cpuset of its own: podpin answers with an update back to the planned set."""
     node = nri_node(tmp_path, socket_path)
-    web = waiting("web")
+    web = waiting_pod("web")
     node.add_pod(web)
     with NRIRuntime(socket_path) as runtime, running(node.agent()) as agent:
         wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
         conn = runtime.wait_ready()
         sandbox = _sandbox(web)
-        app = make_container(_rid(web, "app"), sandbox, "app")
+        app = make_container(runtime_id(web, "app"), sandbox, "app")
         conn.create_container(sandbox, app)
         kubelet = pb.LinuxResources()
         kubelet.cpu.cpus = "0-31"
         answer = conn.update_container(sandbox, app, kubelet)
     assert answer is not None
-    assert [(_rid(web, "app"), "1,17")] == [(u.container_id, u.linux.resources.cpu.cpus) for u in answer.update]
+    assert [(runtime_id(web, "app"), "1,17")] == [(u.container_id, u.linux.resources.cpu.cpus) for u in answer.update]
 
 
 def test_malformed_request_is_reported_and_answered_empty(tmp_path: Path, socket_path: Path) -> None:

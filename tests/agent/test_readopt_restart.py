@@ -11,32 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from structlog.testing import capture_logs
 
 from agent.cpuset import CPUSet
 from agent.runner import Agent
-from tests.support.agentfixture import AgentNode, kubeconfig, lines, make_node, running, sample, wait_until
+from tests.support.agentfixture import AgentNode, kubeconfig, lines, running, sample, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.podfactory import container, make_pod
 from tests.support.sysfs_builder import MACHINES, write_sysfs
-
-
-@pytest.fixture
-def api() -> Iterator[ApiServerEmulator]:
-    with ApiServerEmulator() as em:
-        yield em
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> AgentNode:
-    node = make_node(tmp_path)
-    node.write_config(reconcilePeriod="300ms")
-    return node
 
 
 def gu(name: str, ts: int) -> dict[str, Any]:

@@ -34,7 +34,9 @@ __all__ = [
     "make_pod",
     "pod_uid",
     "resources",
+    "runtime_id",
     "sidecar",
+    "waiting_pod",
 ]
 
 _UID_NAMESPACE = uuid.UUID("6f1d3c52-8a4e-4c1b-9b7e-0d2f5a6c7e80")
@@ -251,3 +253,18 @@ def from_vector(pod: Mapping[str, Any]) -> dict[str, Any]:
         ),
         uid=str(pod["uid"]),
     )
+
+
+def waiting_pod(name: str, cpus: str = "2", *, ts: int = 1) -> dict[str, Any]:
+    """A Guaranteed pod with one container ``app`` whose status has no containerID yet (as the API lags the runtime)."""
+    return make_pod(
+        name,
+        containers=[container("app", cpu=cpus, memory="1Gi")],
+        states={"app": "waiting"},
+        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
+    )
+
+
+def runtime_id(raw: Mapping[str, Any], name: str) -> str:
+    """The runtime's id of container ``name`` of pod ``raw`` (the 64 hex digits of its :func:`container_id`)."""
+    return container_id(raw["metadata"]["uid"], name).split("://")[1]
