@@ -16,20 +16,10 @@ from agent.kube.source import PodEvent
 from agent.runner import Agent
 from tests.support.agentfixture import AgentNode, make_node, running, wait_until
 from tests.support.cgroupfs_builder import FaultyOps, RecordingOps
-from tests.support.podfactory import container, make_pod
+from tests.support.podfactory import running_pod
 
 SHARED = "0,2-16,18-31"
 """The node shared pool of the example machine with CPUs 0 and 16 reserved and one pod holding 1 and 17."""
-
-
-def gu(name: str, ts: int) -> dict[str, Any]:
-    """A running Guaranteed pod with one container ``app`` of 2 CPUs (one exclusive core on the example machine)."""
-    return make_pod(
-        name,
-        containers=[container("app", cpu="2", memory="1Gi")],
-        states={"app": "running"},
-        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
-    )
 
 
 def planned(agent: Agent, raw: dict[str, Any]) -> str:
@@ -61,10 +51,10 @@ def test_a_container_cgroup_created_during_a_full_pass_is_pinned_before_the_pass
     """A container cgroup appearing while the first full pass writes the QoS levels is pinned before any pod of
     that pass: the pass stops after its step, the targeted work runs, then the pass resumes."""
     node = make_node(tmp_path)
-    pods = [gu(f"p{i}", ts=i + 1) for i in range(6)]
+    pods = [running_pod(f"p{i}", ts=i + 1) for i in range(6)]
     for raw in pods:
         node.add_pod(raw)
-    late = gu("late", ts=9)
+    late = running_pod("late", ts=9)
     node.add_pod(late, cgroups=False)
     node.tree.add_pod(late["metadata"]["uid"], "Guaranteed")
     agents: list[Agent] = []
@@ -98,7 +88,7 @@ def test_each_step_of_a_full_pass_and_the_resume(tmp_path: Path) -> None:
     """With targeted work always waiting, a full pass takes one step per call: the QoS levels, then one pod; a
     pass with nothing else to do resumes it; it counts as done (and the agent ready) only at the end."""
     node = make_node(tmp_path)
-    first, second = gu("first", ts=1), gu("second", ts=2)
+    first, second = running_pod("first", ts=1), running_pod("second", ts=2)
     node.add_pod(first)
     node.add_pod(second)
     agent = node.agent()
@@ -130,7 +120,7 @@ def test_a_change_of_the_pools_starts_the_full_pass_again_from_the_qos_levels(tm
     """A pod admitted while a full pass is under way restarts it: its exclusive CPUs leave the QoS levels in the
     first step, before any pod is written again."""
     node = make_node(tmp_path)
-    first, second = gu("first", ts=1), gu("second", ts=2)
+    first, second = running_pod("first", ts=1), running_pod("second", ts=2)
     node.add_pod(first)
     agent = node.agent()
     reconciler = agent.reconciler

@@ -19,17 +19,8 @@ from agent.cpuset import CPUSet
 from agent.runner import Agent
 from tests.support.agentfixture import AgentNode, kubeconfig, lines, running, sample, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
-from tests.support.podfactory import container, make_pod
+from tests.support.podfactory import running_pod
 from tests.support.sysfs_builder import MACHINES, write_sysfs
-
-
-def gu(name: str, ts: int) -> dict[str, Any]:
-    return make_pod(
-        name,
-        containers=[container("app", cpu="2", memory="1Gi")],
-        states={"app": "running"},
-        creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
-    )
 
 
 def agent_for(node: AgentNode, api: ApiServerEmulator) -> Agent:
@@ -42,7 +33,7 @@ def warnings(api: ApiServerEmulator) -> list[tuple[str, str, str]]:
 
 def three_pinned(node: AgentNode, api: ApiServerEmulator) -> list[dict[str, Any]]:
     """Pods a, b, c pinned to 1,17 / 2,18 / 3,19 by a first agent run, which then stops."""
-    pods = [gu("a", 1), gu("b", 2), gu("c", 3)]
+    pods = [running_pod("a", ts=1), running_pod("b", ts=2), running_pod("c", ts=3)]
     for raw in pods:
         api.add_pod(raw)
         node.add_pod(raw, manifest=False)

@@ -34,6 +34,7 @@ __all__ = [
     "make_pod",
     "pod_uid",
     "resources",
+    "running_pod",
     "runtime_id",
     "sidecar",
     "waiting_pod",
@@ -257,10 +258,20 @@ def from_vector(pod: Mapping[str, Any]) -> dict[str, Any]:
 
 def waiting_pod(name: str, cpus: str = "2", *, ts: int = 1) -> dict[str, Any]:
     """A Guaranteed pod with one container ``app`` whose status has no containerID yet (as the API lags the runtime)."""
+    return _app_pod(name, cpus, ts, "waiting")
+
+
+def running_pod(name: str, cpus: str = "2", *, ts: int = 1) -> dict[str, Any]:
+    """A running Guaranteed pod with one container ``app`` (2 CPUs: one exclusive core on the example machine)."""
+    return _app_pod(name, cpus, ts, "running")
+
+
+def _app_pod(name: str, cpus: str, ts: int, state: str) -> dict[str, Any]:
+    """One container ``app`` with ``cpus`` and 1Gi, request == limit, created ``ts`` seconds into 2026."""
     return make_pod(
         name,
         containers=[container("app", cpu=cpus, memory="1Gi")],
-        states={"app": "waiting"},
+        states={"app": state},
         creation_timestamp=f"2026-01-01T00:00:{ts:02d}Z",
     )
 
