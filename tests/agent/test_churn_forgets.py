@@ -1,7 +1,7 @@
 """A long-running agent forgets every pod that left: nothing it keeps per pod grows with the pods a node ever ran.
 
 The soak (``scripts/soak.py --no-sigkill``) showed the agent's RSS growing
-under pod churn. These tests churn pods of every kind (exclusive, shared,
+under pod churn. This test churns pods of every kind (exclusive, shared,
 too big to fit, malformed) through the in-process :class:`~agent.runner.Agent`
 with its pods and Events going through the API server emulator, delete them
 all, and then require every per-pod structure of the agent to be empty: the
@@ -10,7 +10,7 @@ reporter's, the Event recorder's correlation cache and the metric samples
 labelled with a pod.
 """
 
-# The point of these tests is the agent's private per-pod state, which no public interface shows in full.
+# The point of this test is the agent's private per-pod state, which no public interface shows in full.
 # ruff: noqa: SLF001
 
 from __future__ import annotations
