@@ -3,8 +3,8 @@
 The soak (``scripts/soak.py --no-sigkill``) showed the agent's RSS growing
 under pod churn. This test churns pods of every kind (exclusive, shared,
 too big to fit, malformed) through the in-process :class:`~agent.runner.Agent`
-with its pods and Events going through the API server emulator, delete them
-all, and then require every per-pod structure of the agent to be empty: the
+with its pods and Events going through the API server emulator, deletes them
+all, and then requires every per-pod structure of the agent to be empty: the
 reconciler's, the planner's, the identity book's and the bundle namer's, the
 reporter's, the Event recorder's correlation cache and the metric samples
 labelled with a pod.
