@@ -11,7 +11,9 @@ Repeats are correlated as the kubelet's event logger does: an Event identical to
 one posted in the last ``correlation_window`` seconds (same pod, type, reason
 and message) becomes a PATCH of that Event's ``count``, ``lastTimestamp`` and
 ``message``; if that Event has expired from the API server (404), a new one is
-created carrying the count.
+created carrying the count. The correlation entries of pods that left the node
+are dropped (:meth:`EventRecorder.forget_gone`); the others are bounded by the
+kubelet's LRU size.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import datetime
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -125,6 +127,8 @@ class EventRecorder:
         self._counts = {"posted": 0, "patched": 0, "failed": 0, "dropped": 0}
         self._unreported_drops: list[str] = []
         self._cache: OrderedDict[tuple[str, ...], _Posted] = OrderedDict()
+        self._alive: frozenset[str] | None = None
+        self._last_alive: frozenset[str] | None = None
         self._last_suffix = 0
         self._thread = threading.Thread(target=self._run, name="podpin-event-recorder", daemon=True)
         self._thread.start()
@@ -192,21 +196,39 @@ class EventRecorder:
         self._queue.append(item)
         self._cond.notify()
 
+    def forget_gone(self, alive: Set[str]) -> None:
+        """Drop the correlation entries of pods whose uid is not in ``alive`` (done by the recorder's thread).
+
+        A gone pod's uid never posts again; without this its entries (0.5-1 KB each) stay until 4,096 newer ones
+        push them out: up to ~3 MiB held for pods long gone on a node with churn. Entries of Events without a pod
+        uid are left to that bound. The reporter calls this on every pass (``Reporter.forget_gone``).
+        """
+        alive = frozenset(alive)
+        with self._cond:
+            if alive != self._last_alive:
+                self._alive = self._last_alive = alive
+                self._cond.notify_all()
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while not self._queue and not self._closing and self._alive is None:
                     self._cond.wait()
                 drops, self._unreported_drops = self._unreported_drops, []
-                if not self._queue:
+                alive, self._alive = self._alive, None
+                if not self._queue and alive is None:
                     break
-                item = self._queue.popleft()
+                item = self._queue.popleft() if self._queue else None
                 self._busy = True
+            if alive is not None:
+                for key in [key for key in self._cache if key[2] and key[2] not in alive]:
+                    del self._cache[key]
             self._report_drops(drops)
-            try:
-                self._deliver(item)
-            except Exception as err:
-                self._fail(item, err)
+            if item is not None:
+                try:
+                    self._deliver(item)
+                except Exception as err:
+                    self._fail(item, err)
             with self._cond:
                 self._busy = False
         self._report_drops(drops)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -69,6 +69,8 @@ class EventSink(Protocol):
     def warning(self, pod: PodRef, reason: str, message: str) -> None: ...
 
     def normal(self, pod: PodRef, reason: str, message: str) -> None: ...
+
+    def forget_gone(self, alive: Set[str]) -> None: ...
 
 
 def _ref(pod: PodPlan | Decision | PodRecord | Malformed) -> PodRef:
@@ -220,6 +222,8 @@ class Reporter:
         self._malformed = {
             key: error for key, error in self._malformed.items() if key in alive or key.split("/")[0] in alive
         }
+        if self.events is not None:
+            self.events.forget_gone(alive)
 
     def mark_pinned(self, uids: Iterable[str]) -> None:
         """Pods restored from the checkpoint were pinned (and announced) by an earlier run: no second ``Pinned``."""

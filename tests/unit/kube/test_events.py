@@ -125,6 +125,24 @@ class TestCorrelation:
             [r.method for r in emulator.requests],
         )
 
+    def test_gone_pods_are_forgotten_live_ones_still_correlate(self, emulator: ApiServerEmulator) -> None:
+        """forget_gone drops the correlation entries of pods not alive (a repeat about one is a new Event); a pod
+        still alive keeps its entry (its repeat patches the count)."""
+        recorder = EventRecorder(emulator.api(), NODE, now=Clock())
+        gone = ("prod", "old", "u-9")
+        recorder.warning(POD, "SMTAlignmentError", "m")
+        recorder.warning(gone, "SMTAlignmentError", "m")
+        deadline = time.monotonic() + 5.0
+        while len(emulator.events) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        recorder.forget_gone({"u-1"})
+        recorder.warning(POD, "SMTAlignmentError", "m")
+        recorder.warning(gone, "SMTAlignmentError", "m")
+        assert recorder.close(5.0)
+        assert [("web", 2), ("old", 1), ("old", 1)] == [
+            (e["involvedObject"]["name"], e["count"]) for e in emulator.events
+        ]
+
     def test_after_the_window_a_new_event(self, emulator: ApiServerEmulator) -> None:
         """A repeat more than 10 minutes after the last one starts a new Event."""
         clock = Clock()

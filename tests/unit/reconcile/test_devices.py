@@ -7,7 +7,7 @@ test moves.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +173,9 @@ class Recorded:
 
     def normal(self, pod: PodRef, reason: str, message: str) -> None:
         """Normal Events are not what these tests look at."""
+
+    def forget_gone(self, alive: Set[str]) -> None:
+        """Nothing is kept per pod here."""
 
 
 def test_reporter_posts_devices_unknown_once_and_counts() -> None:
