@@ -15,7 +15,6 @@ labelled with a pod.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterable, Iterator
 from functools import partial
@@ -78,16 +77,6 @@ def _all_known(agent: Agent, uids: set[str]) -> bool:
 def _evented(api: ApiServerEmulator, uids: set[str]) -> bool:
     """The API server holds an Event about each pod of ``uids``."""
     return uids <= {str(e["involvedObject"].get("uid")) for e in api.events}
-
-
-def _remove_cgroup(node: AgentNode, raw: dict[str, Any]) -> None:
-    """rmdir of the pod cgroup as the kubelet does; the agent may write a file meanwhile, so try again."""
-
-    def gone() -> bool:
-        shutil.rmtree(node.pod_cgroup(raw), ignore_errors=True)
-        return not node.pod_cgroup(raw).exists()
-
-    wait_until(gone, what="the pod cgroup removed")
 
 
 def _per_pod(agent: Agent, uids: set[str], names: set[str]) -> dict[str, int]:
@@ -165,6 +154,6 @@ def test_pods_that_left_leave_nothing_behind(node: AgentNode, api: ApiServerEmul
             for raw in created:
                 api.delete_pod(raw["metadata"]["namespace"], raw["metadata"]["name"])
                 if not raw["metadata"]["name"].startswith("bad-"):
-                    _remove_cgroup(node, raw)
+                    node.remove_pod_cgroup(raw)
         left = _settled_per_pod(agent, uids, names)
     assert dict.fromkeys(left, 0) == left

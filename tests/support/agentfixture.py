@@ -243,7 +243,21 @@ class AgentNode:
     def remove_pod(self, raw: Mapping[str, Any]) -> None:
         """Delete the manifest and the pod's cgroups (the pod is gone)."""
         (self.pods_dir / f"{raw['metadata']['name']}.yaml").unlink()
-        shutil.rmtree(self.pod_cgroup(raw))
+        self.remove_pod_cgroup(raw)
+
+    def remove_pod_cgroup(self, raw: Mapping[str, Any]) -> None:
+        """Remove the pod's cgroups in one step, as the kubelet's ``rmdir`` does.
+
+        The kernel removes a cgroup with its files at once. A plain tree removed
+        file by file races with the agent, whose emulated kernel may still write
+        into it. So the pod's cgroup first leaves the tree in one rename and only
+        then is deleted.
+        """
+        graveyard = self.base / "removed-cgroups"
+        graveyard.mkdir(exist_ok=True)
+        gone = graveyard / raw["metadata"]["uid"]
+        os.rename(self.pod_cgroup(raw), gone)
+        shutil.rmtree(gone)
 
     # -- reading the tree ------------------------------------------------------------------
     def read(self, cgroup: Path, file: str = "cpuset.cpus") -> str:

@@ -197,15 +197,23 @@ def _cgroups_below(cgroup: Path) -> Iterator[Path]:
 
 
 def _recompute_effective(root: Path, cgroup: Path) -> None:
-    """Recompute ``cpuset.*.effective`` of ``cgroup``'s subtree from the parent chain, like the kernel."""
+    """Recompute ``cpuset.*.effective`` of ``cgroup``'s subtree from the parent chain, like the kernel.
+
+    A test may remove a pod's cgroups while the agent writes to them. The kernel never
+    recreates a file of a removed cgroup, so neither does this: an effective file is only
+    overwritten, never created, and a cgroup that vanishes half-way is skipped.
+    """
     for path in _cgroups_below(cgroup):
         if path == root or not (path / "cpuset.cpus").exists():
             continue
-        for file in ("cpuset.cpus", "cpuset.mems"):
-            own = CPUSet.parse(_read(path / file))
-            parent = CPUSet.parse(_read(path.parent / f"{file}.effective"))
-            effective = own & parent if own and own & parent else parent
-            (path / f"{file}.effective").write_text(str(effective))
+        try:
+            for file in ("cpuset.cpus", "cpuset.mems"):
+                own = CPUSet.parse(_read(path / file))
+                parent = CPUSet.parse(_read(path.parent / f"{file}.effective"))
+                effective = own & parent if own and own & parent else parent
+                RealFileOps().write(path / f"{file}.effective", str(effective))
+        except FileNotFoundError:
+            continue
 
 
 @dataclass
