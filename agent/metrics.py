@@ -93,11 +93,13 @@ CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
 
 #: The ``(scope, boundary)`` pairs podpin counts, as the kubelet's ``container_aligned_compute_resources_count``:
 #: NUMA alignment per container (container scope) or per pod (pod scope) under ``single-numa-node``, and whole
-#: physical cores per container allocation under ``full-pcpus-only``.
+#: physical cores per container allocation under ``full-pcpus-only``, and new container allocations on one uncore
+#: cache (counted only when aligned, as the kubelet does).
 ALIGNMENTS = (
     (AlignScope.CONTAINER, AlignBoundary.NUMA_NODE),
     (AlignScope.POD, AlignBoundary.NUMA_NODE),
     (AlignScope.CONTAINER, AlignBoundary.PHYSICAL_CPU),
+    (AlignScope.CONTAINER, AlignBoundary.UNCORE_CACHE),
 )
 #: ``podpin_affinity_violations{pool}`` values: the pools whose containers hold sets of their own.
 AUDITED_POOLS = (Pool.EXCLUSIVE, Pool.POD_SHARED)
@@ -474,7 +476,7 @@ class AgentMetrics:
         )
         self.aligned = counter(
             "container_aligned_compute_resources",
-            "Allocations aligned on a boundary (numa_node, physical_cpu) at a scope (container, pod), "
+            "Allocations aligned on a boundary (numa_node, physical_cpu, uncore_cache) at a scope (container, pod), "
             "as the kubelet's container_aligned_compute_resources_count.",
             "scope",
             "boundary",
@@ -495,7 +497,8 @@ class AgentMetrics:
         self.build_info.labels(version=__version__, python=platform.python_version()).set(1)
         for scope, boundary in ALIGNMENTS:
             self.aligned.labels(scope=scope, boundary=boundary)
-            self.aligned_failures.labels(scope=scope, boundary=boundary)
+            if boundary != AlignBoundary.UNCORE_CACHE:  # never counted as a failure, so no series
+                self.aligned_failures.labels(scope=scope, boundary=boundary)
 
     def count_allocations(self, events: tuple[AllocationEvent, ...]) -> None:
         """Add one admission's pinning and alignment counts (:mod:`agent.alloc.tally`)."""

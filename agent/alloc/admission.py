@@ -142,12 +142,17 @@ def _cpu_allocate(
 ) -> bool:
     """The CPU manager's ``Allocate``, counted as the kubelet counts it; True if the container got exclusive CPUs.
 
+    Counted (``agent/alloc/tally.py``): the pinning request, its ``physical_cpu``
+    alignment under ``full-pcpus-only``, and a new allocation on one uncore cache.
+
     ``allocate`` returns None (nothing counted) for a shared container before it
     can fail, so a failure is always a failed exclusive allocation.
     """
     smt = cpu_policy.options.full_pcpus_only
+    fresh = cpu.get(pod.uid, container.name) is None
     try:
-        got = cpu_policy.allocate(cpu, pod, container, hint.affinity) is not None
+        cpus = cpu_policy.allocate(cpu, pod, container, hint.affinity)
+        got = cpus is not None
     except PlacementError:
         _count(events, AllocationEvent.pinning(ok=False))
         if smt:
@@ -157,6 +162,8 @@ def _cpu_allocate(
         _count(events, AllocationEvent.pinning(ok=True))
         if smt:
             _count(events, AllocationEvent.alignment(AlignScope.CONTAINER, AlignBoundary.PHYSICAL_CPU, ok=True))
+        if fresh and cpus is not None and len(cpu_policy.topology.uncores_of(cpus)) <= 1:
+            _count(events, AllocationEvent.alignment(AlignScope.CONTAINER, AlignBoundary.UNCORE_CACHE, ok=True))
     return got
 
 

@@ -5,7 +5,11 @@ The kubelet counts its allocations where they happen: the CPU manager's
 ``cpu_manager_pinning_requests_total`` for each container that gets exclusive
 CPUs, and one to ``cpu_manager_pinning_errors_total`` when that allocation
 fails; with ``full-pcpus-only`` it also counts the allocation as aligned (or
-not) on the ``physical_cpu`` boundary. The topology manager's scopes
+not) on the ``physical_cpu`` boundary, and every new exclusive allocation whose
+CPUs all share one uncore cache (``topology.Allocation.Aligned.UncoreCache``:
+one CPU is always aligned) on the ``uncore_cache`` boundary, whatever the
+options; a container that keeps CPUs it already held is not counted there, and
+nothing counts an allocation that is not uncore aligned. The topology manager's scopes
 (``pkg/kubelet/cm/topologymanager/scope_container.go``, ``scope_pod.go``) count
 ``container_aligned_compute_resources_count`` / ``..._failure_count`` on the
 ``numa_node`` boundary when the policy guarantees alignment
@@ -41,10 +45,11 @@ class AlignScope(StrEnum):
 
 
 class AlignBoundary(StrEnum):
-    """The kubelet's ``boundary`` label of the aligned-resources counters (``uncore_cache`` is not counted)."""
+    """The kubelet's ``boundary`` label of the aligned-resources counters."""
 
     NUMA_NODE = "numa_node"
     PHYSICAL_CPU = "physical_cpu"
+    UNCORE_CACHE = "uncore_cache"
 
 
 class EventKind(StrEnum):

@@ -22,6 +22,10 @@ resource no device on the node serves (an extended resource that is not a
 device plugin's) needs nothing. Without the PodResources socket nothing waits:
 podpin admits as it did before it knew about devices. A pod without extended
 resources never causes a call.
+
+A pod restored from the checkpoint is not admitted again, so it never waits:
+the first pass asks once which devices it holds (:meth:`DeviceGate.held`), for
+its plan only.
 """
 
 from __future__ import annotations
@@ -148,6 +152,21 @@ class DeviceGate:
             return _PARKED
         self._done(pod.uid)
         return DeviceAnswer(ready=True, unknown=problem, waited=now - first)
+
+    def held(self, pod: PodView) -> PodDevices | None:
+        """The devices an already admitted pod holds, asked once and never waited for (None: none known).
+
+        A pod restored from the checkpoint keeps its CPUs whatever its devices
+        are; this only lets its plan (``podpin plan``-like rows, the ``Pinned``
+        Event, the alignment) name them, as it did before the restart.
+        """
+        if not any(container_device_requests(c) for c in pod.all_containers):
+            return None
+        facts = self._ask()
+        if not isinstance(facts, _Facts):
+            return None
+        devices = PodDevices.of(facts.assignments, pod.namespace, pod.name, facts.node)
+        return devices if devices.containers else None
 
     def _done(self, uid: str) -> None:
         self._first_seen.pop(uid, None)

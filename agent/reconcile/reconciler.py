@@ -392,7 +392,12 @@ class Reconciler:
             self.devices.forget(live)
         # Pods whose live cgroups hold CPUs (a rebuilt state) first: they keep them.
         for view in sorted(views, key=lambda v: v.uid not in self._observations):
-            if view.is_terminal or self.planner.is_admitted(view.uid):
+            if view.is_terminal:
+                continue
+            if self.planner.is_admitted(view.uid):
+                if view.uid not in self._decisions:  # restored from the checkpoint: its plan names its devices
+                    held = self.devices.held(view) if self.devices is not None else None
+                    self._decisions[view.uid] = self.planner.admit(view, devices=held)
                 continue
             if self._rejected_at.get(view.uid) == self._epoch:
                 continue

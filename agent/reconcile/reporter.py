@@ -44,6 +44,7 @@ from agent.pods.model import PodView
 from agent.reconcile.claims import Conflict
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
+from agent.render.devices import devices_text
 from agent.render.reasons import reason_text, rejection_text
 from agent.runtime import IdentityErrorReason
 from agent.state_store import WriteFailure
@@ -91,7 +92,8 @@ def pinned_summary(pod: PodPlan) -> str:
 
     e.g. ``database on 1-2,17-18 (NUMA 0): exclusive: 4 whole CPUs, cpu and memory request == limit → a slice
     of the pod's CPUs; envoy on 3,19: cpu request 100m ≠ limit 1500m: not eligible for exclusive CPUs → pod shared
-    pool``.
+    pool``. A container holding devices names them and whether its CPUs sit on them
+    (``trainer on 4-7 (NUMA 1): ... [devices: nvidia.com/gpu gpu-1 (NUMA 1); CPUs aligned]``).
     """
     parts = []
     for c in pod.containers:
@@ -103,7 +105,8 @@ def pinned_summary(pod: PodPlan) -> str:
             where = f" on {c.cpus}"
         else:
             where = ""
-        parts.append(f"{c.name}{where}: {reason_text(c.reason)}")
+        held = f" [devices: {devices_text(c)}]" if c.devices else ""
+        parts.append(f"{c.name}{where}: {reason_text(c.reason)}{held}")
     return event_message("; ".join(parts) or "no containers")
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.alloc import DeviceAlignment, Plan, PodPlan, Pool
+from agent.alloc import Plan, PodPlan, Pool
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind
+from agent.render.devices import devices_text
 from agent.render.reasons import reason_text, rejection_text
 from agent.topology.model import Topology
 
@@ -63,26 +64,9 @@ def _pod_lines(pod: PodPlan, show_mems: bool) -> list[str]:
     return lines + _table(rows, "  ") + _device_lines(pod)
 
 
-_ALIGNMENT = {
-    DeviceAlignment.ALIGNED: "CPUs aligned",
-    DeviceAlignment.UNALIGNED: "CPUs NOT aligned",
-    DeviceAlignment.NO_NUMA: "the devices report no NUMA node",
-}
-
-
 def _device_lines(pod: PodPlan) -> list[str]:
     """One line per container holding devices: which, on which NUMA nodes, and whether its CPUs follow."""
-    lines = []
-    for c in pod.containers:
-        if not c.devices:
-            continue
-        held = ", ".join(
-            f"{group.resource} {','.join(group.ids)} (NUMA {','.join(map(str, group.numa)) or '-'})"
-            for group in c.devices
-        )
-        alignment = _ALIGNMENT[c.device_alignment] if c.device_alignment is not None else "runs on no CPU"
-        lines.append(f"  devices of {c.name}: {held}; {alignment}")
-    return lines
+    return [f"  devices of {c.name}: {devices_text(c)}" for c in pod.containers if c.devices]
 
 
 def owner_tags(plan: Plan) -> list[_Owner]:

@@ -5,7 +5,7 @@ exclusive-CPU allocations as the kubelet's CPU manager ``Allocate`` does (one pe
 container that asks for exclusive CPUs; a failed one is an error),
 ``podpin_container_aligned_compute_resources_total`` and its ``_failure`` twin
 count the topology manager's NUMA alignment (``single-numa-node``) and the CPU
-manager's whole-core alignment (``full-pcpus-only``), and a cgroup the kernel
+manager's whole-core alignment (``full-pcpus-only``) and uncore cache alignment, and a cgroup the kernel
 refuses is a ``podpin_cgroup_write_errors_total{errno}``, never a pinning error.
 Each test runs the agent once over a fixture node (pods from manifests, the
 kernel emulation) and reads its registry.
@@ -116,6 +116,14 @@ def test_best_effort_counts_no_alignment(tmp_path: Path) -> None:
     """best-effort guarantees no alignment, so the kubelet counts none: the series stay at 0."""
     agent = _run(tmp_path, _pod("db", "2"))
     assert ((0.0, 0.0), (0.0, 0.0)) == (_aligned(agent, "container", "numa_node"), _aligned(agent, "pod", "numa_node"))
+
+
+def test_uncore_cache_counts_allocations_on_one_uncore_cache(tmp_path: Path) -> None:
+    """Each new exclusive allocation whose CPUs share one L3 is counted, whatever the policy; one spanning both
+    sockets' L3s (20 CPUs, 16 per socket) is not, and no failure series exists for this boundary."""
+    agent = _run(tmp_path, _pod("db", "2", "4", ts=1), _pod("wide", "20", ts=2))
+    expected = ((3.0, 0.0), (2.0, None))
+    assert expected == (_pinning(agent), _aligned(agent, "container", "uncore_cache"))
 
 
 def test_cgroup_fault_is_a_cgroup_write_error_not_a_pinning_error(tmp_path: Path) -> None:

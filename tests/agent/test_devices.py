@@ -99,3 +99,31 @@ def test_devices_never_named_are_admitted_after_the_timeout(tmp_path: Any, kubel
     found = lines(logs, "pod.devices_unknown", pod="trainer")
     assert (True, 1.0, 1) == (waited >= 0.9, count, len(found))
     assert f"PodResources names no device of {GPU} for container train" == found[0]["problem"]
+
+
+def _plan_devices(agent: Any) -> list[Any]:
+    """The ``devices`` of container ``train`` in the ``/state`` plan (None until the pod is planned)."""
+    for pod in agent.state().get("plan", {}).get("pods", []):
+        for c in pod["containers"]:
+            if pod["name"] == "trainer" and c["name"] == "train":
+                return [c["devices"], c["device_alignment"]]
+    return []
+
+
+def test_a_restarted_agent_still_names_the_devices_of_a_restored_pod(
+    tmp_path: Any, kubelet: PodResourcesEmulator
+) -> None:
+    """After a restart the pod comes back from the checkpoint (not admitted again); its plan still names its GPU."""
+    pod = gpu_pod()
+    kubelet.set_pod("default", "trainer", {"train": [(GPU, ("gpu1",), (1,))]})
+    node = node_with(tmp_path, kubelet, "5s")
+    node.add_pod(pod)
+    expected = [[{"resource": GPU, "ids": ["gpu1"], "numa": [1]}], "aligned"]
+    with running(node.agent()) as agent:
+        wait_until(lambda: _plan_devices(agent) == expected, what="the GPU in the plan")
+        before = node.read(node.container_cgroup(pod, "train"))
+    with capture_logs() as logs, running(node.agent()) as agent:
+        wait_until(lambda: _plan_devices(agent) != [], what="the restored pod planned")
+        assert expected == _plan_devices(agent)
+        assert before == node.read(node.container_cgroup(pod, "train"))
+    assert [] == lines(logs, "pod.admitted")

@@ -50,8 +50,12 @@ def test_pod_level_pod_without_shared_room_is_one_failed_request() -> None:
     assert (False, "EmptyPodSharedPoolError", (FAILED,)) == (decision.admitted, decision.reason, decision.allocations)
 
 
-def test_policy_none_counts_requests_but_no_alignment() -> None:
-    """Policy none: each exclusive container is a request, a shared one (500m) none; alignment is not counted."""
+UNCORE = AllocationEvent.alignment(AlignScope.CONTAINER, AlignBoundary.UNCORE_CACHE, ok=True)
+
+
+def test_policy_none_counts_requests_but_no_numa_alignment() -> None:
+    """Policy none: each exclusive container is a request, a shared one (500m) none; NUMA alignment is not
+    counted, but each new allocation on one uncore cache is (the CPU manager counts it whatever the policy)."""
     pod = _pod(
         "two",
         container("a", cpu="2", memory="1Gi"),
@@ -59,7 +63,13 @@ def test_policy_none_counts_requests_but_no_alignment() -> None:
         container("c", cpu="500m", memory="1Gi"),
     )
     decision = _planner(topologyManagerPolicy="none").admit(pod)
-    assert (OK, OK) == decision.allocations
+    assert (OK, UNCORE, OK, UNCORE) == decision.allocations
+
+
+def test_an_allocation_across_uncore_caches_is_not_counted_aligned() -> None:
+    """10 CPUs cannot sit on one uncore cache (8 CPUs each here): a request, and no uncore_cache count either way."""
+    decision = _planner(topologyManagerPolicy="none").admit(_pod("wide", container("a", cpu="10", memory="1Gi")))
+    assert (True, (OK,)) == (decision.admitted, decision.allocations)
 
 
 def test_an_admitted_pod_seen_again_counts_nothing() -> None:
@@ -67,4 +77,4 @@ def test_an_admitted_pod_seen_again_counts_nothing() -> None:
     planner = _planner(topologyManagerPolicy="none")
     pod = _pod("one", container("a", cpu="2", memory="1Gi"))
     first = planner.admit(pod)
-    assert ((OK,), ()) == (first.allocations, planner.admit(pod).allocations)
+    assert ((OK, UNCORE), ()) == (first.allocations, planner.admit(pod).allocations)

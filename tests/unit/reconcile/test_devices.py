@@ -125,6 +125,27 @@ def test_pod_without_extended_resources_never_asks(kubelet: PodResourcesEmulator
     assert (True, None, []) == (answer.ready, answer.devices, kubelet.calls)
 
 
+def test_held_names_a_restored_pods_devices_without_waiting(kubelet: PodResourcesEmulator) -> None:
+    """``held`` (pods restored from the checkpoint): the devices when named, None when not, and never a wait."""
+    the_gate = gate(kubelet, Clock())
+    unknown = the_gate.held(gpu_pod())
+    kubelet.set_pod("default", "trainer", {"train": [(GPU, ("gpu1",), (1,))]})
+    the_gate.begin_pass()
+    known = the_gate.held(gpu_pod())
+    assert known is not None
+    assert (None, (DeviceGroup(resource=GPU, ids=("gpu1",), numa=(1,)),), ()) == (
+        unknown,
+        known.groups_of("train"),
+        the_gate.waiting,
+    )
+
+
+def test_held_asks_nothing_for_a_pod_without_extended_resources(kubelet: PodResourcesEmulator) -> None:
+    """A restored pod without extended resources costs no PodResources call."""
+    plain = pod_from_dict(make_pod("web", containers=[container("app", cpu="2", memory="1Gi")]))
+    assert (None, []) == (gate(kubelet, Clock()).held(plain), kubelet.calls)
+
+
 def test_resource_no_device_serves_needs_nothing(kubelet: PodResourcesEmulator) -> None:
     """An extended resource the node has no device of (not a device plugin's) is not waited for."""
     answer = gate(kubelet, Clock()).check(gpu_pod(resource="example.com/licence"))
