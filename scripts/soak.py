@@ -36,6 +36,13 @@ steps taken; RSS of the agent process after its first settle and at the end, the
 last agent having run since the last restart; ``--no-sigkill`` keeps one agent
 process all along, to measure its growth) and exits 1 on any violation, with the
 first violations on stderr.
+
+``--tracemalloc FILE`` runs the agent with Python's allocation tracing
+(``PYTHONTRACEMALLOC``, 10 frames; slower) and takes a snapshot after the first
+settle and one at the end: ``FILE`` gets the 25 tracebacks whose memory grew
+most in between, and the JSON line ``traced_mib_start``/``traced_mib_end``
+(memory Python holds, to compare with the RSS: RSS growth that the traced memory
+does not show is the allocator's, not a reference kept).
 """
 
 from __future__ import annotations
@@ -69,9 +76,12 @@ from agent.cpuset import CPUSet  # noqa: E402
 from tests.support.agentfixture import AgentNode, json_lines, kubeconfig, make_node  # noqa: E402
 from tests.support.apiserver_emulator import ApiServerEmulator  # noqa: E402
 from tests.support.podfactory import container, make_pod  # noqa: E402
+from tests.support.soak_agent import growth_report  # noqa: E402
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _FULL_OUTAGE_SECONDS = 300.0
+#: Frames kept per traced allocation with ``--tracemalloc`` (deep enough to reach podpin code from a library).
+_TRACE_FRAMES = 10
 _STEPS = (
     ("add_guaranteed", 30),
     ("add_burstable", 10),
@@ -136,6 +146,8 @@ class Soak:
     spell_until: dict[str, float] = field(default_factory=dict)
     serial: int = 0
     steps: int = 0
+    tracing: bool = False
+    snapshots: list[Path] = field(default_factory=list)
 
     # -- the agent ---------------------------------------------------------------------------
     def start_agent(self) -> None:
@@ -145,7 +157,8 @@ class Soak:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-            env={k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBECONFIG")},
+            env={k: v for k, v in os.environ.items() if k not in ("NODE_NAME", "KUBECONFIG")}
+            | ({"PYTHONTRACEMALLOC": str(_TRACE_FRAMES)} if self.tracing else {}),
         )
         self.child = Child(process)
         self.child.start_reader()
@@ -173,6 +186,20 @@ class Soak:
             return round(psutil.Process(self.child.process.pid).memory_info().rss / 2**20, 1)
         except psutil.Error:
             return 0.0
+
+    def snapshot(self) -> None:
+        """Have the agent write its next tracemalloc snapshot (``--tracemalloc``) and wait for it."""
+        if not self.tracing or self.child is None:
+            return
+        target = self.node.base / f"tracemalloc-{len(self.snapshots)}.snapshot"
+        self.child.process.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 120.0
+        while not target.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not target.exists():
+            self.violations.append(f"the agent wrote no tracemalloc snapshot {target.name} within 120 s")
+            return
+        self.snapshots.append(target)
 
     def _collect_reports(self) -> None:
         if self.child is None:
@@ -374,6 +401,7 @@ def _soak(
     soak.start_agent()
     soak.settle_and_check("start")
     rss_start = soak.rss_mib()
+    soak.snapshot()
     started = time.monotonic()
     # Outages at a third and two thirds of the run (one in short runs).
     outages = [started + total / 3] + ([started + 2 * total / 3] if minutes >= 30 else [])
@@ -395,14 +423,21 @@ def _soak(
         soak.outage_until = 0.0
     soak.settle_and_check("the end")
     rss_end = soak.rss_mib()
+    soak.snapshot()
     soak.stop_agent(signal.SIGTERM)
     if soak.child is not None and soak.child.process.returncode not in (0, None):
         soak.violations.append(f"the agent exited {soak.child.process.returncode} on SIGTERM")
     return rss_start, rss_end
 
 
-def run(minutes: float, seed: int, settle: float, *, sigkill: bool = True) -> dict[str, Any]:
-    """One soak; returns the summary (``violations`` is the count, ``first_violations`` the first few)."""
+def run(
+    minutes: float, seed: int, settle: float, *, sigkill: bool = True, trace_to: Path | None = None
+) -> dict[str, Any]:
+    """One soak; returns the summary (``violations`` is the count, ``first_violations`` the first few).
+
+    ``trace_to``: run the agent under tracemalloc and write the growth report there (needs ``sigkill`` off: the
+    snapshots must come from one process).
+    """
     rng = random.Random(seed)
     total = minutes * 60.0
     outage_seconds = _FULL_OUTAGE_SECONDS if minutes >= 30 else max(2.0, total / 6)
@@ -410,13 +445,14 @@ def run(minutes: float, seed: int, settle: float, *, sigkill: bool = True) -> di
     kinds = [k for k, _ in steps]
     weights = [w for _, w in steps]
     with _node() as (node, api):
-        soak = Soak(node=node, api=api, rng=rng, settle=settle)
+        soak = Soak(node=node, api=api, rng=rng, settle=settle, tracing=trace_to is not None)
         try:
             rss_start, rss_end = _soak(soak, rng, total, minutes, outage_seconds, kinds, weights)
         finally:
             if soak.child is not None and soak.child.process.poll() is None:
                 soak.child.process.kill()  # never leave an agent behind (an exception, a KeyboardInterrupt)
                 soak.child.process.wait()
+        traced = growth_report(*soak.snapshots, trace_to) if trace_to is not None and len(soak.snapshots) == 2 else {}
     return {
         "minutes": minutes,
         "pods": soak.created,
@@ -427,6 +463,7 @@ def run(minutes: float, seed: int, settle: float, *, sigkill: bool = True) -> di
         "rss_mib_start": rss_start,
         "rss_mib_end": rss_end,
         "seed": seed,
+        **traced,
         "first_violations": soak.violations[:10],
     }
 
@@ -443,9 +480,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-sigkill", action="store_true", help="no SIGKILL restarts: one agent process all along (for its RSS)"
     )
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="FILE",
+        help="trace the agent's allocations and write the largest growths to FILE (implies --no-sigkill)",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so the agent subprocess is killed on the way out
-    summary = run(args.minutes, args.seed, args.settle, sigkill=not args.no_sigkill)
+    sigkill = not (args.no_sigkill or args.tracemalloc is not None)
+    summary = run(args.minutes, args.seed, args.settle, sigkill=sigkill, trace_to=args.tracemalloc)
     first = summary.pop("first_violations")
     for line in first:
         print(f"violation: {line}", file=sys.stderr)

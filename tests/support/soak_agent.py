@@ -11,6 +11,11 @@ from outside while the process runs (and survives a SIGKILL between them):
   ``cpuset.cpus.effective`` follows writes), and while ``BASE/faults/cgroup``
   exists every other ``cpuset.cpus``/``cpu.max`` write fails with ``EIO``;
 * while ``BASE/faults/disk`` exists every checkpoint write fails with ``ENOSPC``.
+
+When Python traces allocations (``PYTHONTRACEMALLOC``, set by ``soak.py
+--tracemalloc``), each SIGUSR1 writes a :mod:`tracemalloc` snapshot to
+``BASE/tracemalloc-<n>.snapshot`` (n = 0, 1, ...), so the soak can tell which
+lines of code hold the memory the process grew by.
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import signal
 import sys
+import tracemalloc
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +36,7 @@ from agent.runner import Agent, RunOptions
 from agent.state_store import DiskOps
 from tests.support.cgroupfs_builder import KernelEmulation
 
-__all__ = ["FlaggedCgroupFaults", "FlaggedDiskFull", "main"]
+__all__ = ["FlaggedCgroupFaults", "FlaggedDiskFull", "growth_report", "main", "snapshot_on_sigusr1"]
 
 _FAULTED_FILES = ("cpuset.cpus", "cpu.max")
 
@@ -63,6 +70,45 @@ class FlaggedDiskFull(DiskOps):
         return super().write(fd, data)
 
 
+def snapshot_on_sigusr1(base: Path) -> None:
+    """While tracemalloc traces, SIGUSR1 writes the next ``BASE/tracemalloc-<n>.snapshot`` (whole, then renamed)."""
+    if not tracemalloc.is_tracing():
+        return
+    serial = itertools.count()
+
+    def dump(_signum: int, _frame: object) -> None:
+        target = base / f"tracemalloc-{next(serial)}.snapshot"
+        partial = target.with_suffix(".partial")
+        tracemalloc.take_snapshot().dump(str(partial))
+        os.replace(partial, target)
+
+    signal.signal(signal.SIGUSR1, dump)
+
+
+def growth_report(first: Path, last: Path, out: Path, top: int = 25) -> dict[str, float]:
+    """Write the ``top`` tracebacks whose traced memory grew most from ``first`` to ``last`` into ``out``.
+
+    Returns the traced totals of both snapshots (MiB), for the summary line.
+    """
+    before, after = tracemalloc.Snapshot.load(str(first)), tracemalloc.Snapshot.load(str(last))
+    ignore = [
+        tracemalloc.Filter(inclusive=False, filename_pattern=tracemalloc.__file__),
+        tracemalloc.Filter(inclusive=False, filename_pattern="<frozen importlib._bootstrap>"),
+    ]
+    before, after = before.filter_traces(ignore), after.filter_traces(ignore)
+    lines = []
+    for diff in after.compare_to(before, "traceback")[:top]:
+        grew = f"{diff.size_diff / 1024:+.1f} KiB in {diff.count_diff:+d} blocks"
+        lines.append(f"{grew} (now {diff.size / 1024:.1f} KiB)")
+        lines.extend(f"    {line}" for line in diff.traceback.format(most_recent_first=True))
+    out.write_text("\n".join(lines) + "\n")
+
+    def total(snapshot: tracemalloc.Snapshot) -> float:
+        return round(sum(stat.size for stat in snapshot.statistics("filename")) / 2**20, 2)
+
+    return {"traced_mib_start": total(before), "traced_mib_end": total(after)}
+
+
 def main(base: Path) -> int:
     """Run the agent over the node in ``base`` until SIGTERM; returns its exit status."""
     options = RunOptions(
@@ -84,6 +130,7 @@ def main(base: Path) -> int:
         disk_ops=FlaggedDiskFull(base / "faults" / "disk"),
     )
     agent.install_signal_handlers()
+    snapshot_on_sigusr1(base)
     return agent.run()
 
 
