@@ -452,7 +452,9 @@ def run(
             if soak.child is not None and soak.child.process.poll() is None:
                 soak.child.process.kill()  # never leave an agent behind (an exception, a KeyboardInterrupt)
                 soak.child.process.wait()
-        traced = growth_report(*soak.snapshots, trace_to) if trace_to is not None and len(soak.snapshots) == 2 else {}
+        traced = {}
+        if trace_to is not None and len(soak.snapshots) == 2:
+            traced = growth_report(soak.snapshots[0], soak.snapshots[1], trace_to)
     return {
         "minutes": minutes,
         "pods": soak.created,
