@@ -267,12 +267,25 @@ class RuntimeNode:
         argv += ["--metrics-bind-address", f"127.0.0.1:{self.port}"]
         argv += ["--state-bind-address", f"127.0.0.1:{self.state_port}"]
         self.kill_agent()
+        since = len(self.agent_events())
         agent = Background(unprivileged(argv), log_path=self.workdir / "agent.log")
         self.agent = agent
         agent.start()
         started = started_line(agent, timeout=AGENT_START_TIMEOUT)
         ready = wait_ready(self.port, timeout=AGENT_START_TIMEOUT, running=lambda: agent.running)
-        return {"runtime_root": started.get("runtime_root"), "ready_after_s": ready, "pid": agent.pid}
+        fields = {"runtime_root": started.get("runtime_root"), "ready_after_s": ready, "pid": agent.pid}
+        if mode.containerd_nri:
+            # The plugin registers after the first planned pass, so after readiness: a pod started before
+            # its Synchronize would be created without podpin's NRI answer (a load-dependent race).
+            began = time.monotonic()
+            synchronized = partial(self._synchronized, since)
+            wait_until("the agent synchronized with containerd's NRI", synchronized, timeout=60, interval=0.1)
+            fields["nri_synchronized_after_s"] = round(ready + time.monotonic() - began, 3)
+        return fields
+
+    def _synchronized(self, since: int) -> bool:
+        """Whether the agent logged ``nri.synchronized`` after its ``since``-th log line."""
+        return any(e.get("event") == "nri.synchronized" for e in self.agent_events()[since:])
 
     def kill_agent(self) -> None:
         """SIGKILL the agent (a crash: nothing cleaned up)."""
