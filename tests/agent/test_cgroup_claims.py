@@ -52,6 +52,20 @@ def attacker(target_uid: str) -> dict[str, Any]:
     return raw
 
 
+def node_mirror_pod(name: str, *, cpu: str, second: int) -> dict[str, Any]:
+    """A node-owned mirror pod of the static pod ``STATIC_HASH`` (created at ``second``), container ``etcd``."""
+    raw = make_pod(
+        name,
+        namespace="kube-system",
+        containers=[container("etcd", cpu=cpu, memory="1Gi")],
+        states={"etcd": "running"},
+        creation_timestamp=f"2026-01-01T00:00:{second:02d}Z",
+    )
+    raw["metadata"]["annotations"] = {"kubernetes.io/config.mirror": STATIC_HASH}
+    raw["metadata"]["ownerReferences"] = [NODE_OWNER]
+    return raw
+
+
 def kubelet_cgroups(node: AgentNode, raw: dict[str, Any]) -> Path:
     """The cgroups the kubelet makes for an API pod: named by its own uid (it knows no mirror for it)."""
     plain = copy.deepcopy(raw)
@@ -104,24 +118,7 @@ def test_second_pod_on_a_taken_cgroup_is_reported_and_the_first_left_alone(
 ) -> None:
     """Two node-owned mirror pods naming one static pod: the first is pinned; the second is reported once (log,
     metric, Warning Event) and never admitted, and the first keeps its CPUs after the second goes."""
-    first = make_pod(
-        "etcd-node-1",
-        namespace="kube-system",
-        containers=[container("etcd", cpu="2", memory="1Gi")],
-        states={"etcd": "running"},
-        creation_timestamp="2026-01-01T00:00:01Z",
-    )
-    first["metadata"]["annotations"] = {"kubernetes.io/config.mirror": STATIC_HASH}
-    first["metadata"]["ownerReferences"] = [NODE_OWNER]
-    second = make_pod(
-        "etcd-copy",
-        namespace="kube-system",
-        containers=[container("etcd", cpu="4", memory="1Gi")],
-        states={"etcd": "running"},
-        creation_timestamp="2026-01-01T00:00:02Z",
-    )
-    second["metadata"]["annotations"] = {"kubernetes.io/config.mirror": STATIC_HASH}
-    second["metadata"]["ownerReferences"] = [NODE_OWNER]
+    first, second = node_mirror_pod("etcd-node-1", cpu="2", second=1), node_mirror_pod("etcd-copy", cpu="4", second=2)
     api.add_pod(first)
     node.add_pod(first, manifest=False)
     api.add_pod(second)

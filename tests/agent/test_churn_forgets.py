@@ -16,32 +16,16 @@ labelled with a pod.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agent.runner import Agent
-from tests.support.agentfixture import AgentNode, kubeconfig, make_node, running, wait_until
+from tests.support.agentfixture import AgentNode, kubeconfig, running, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.podfactory import container, make_pod
 
 ROUNDS = 3
-
-
-@pytest.fixture
-def api() -> Iterator[ApiServerEmulator]:
-    with ApiServerEmulator() as em:
-        yield em
-
-
-@pytest.fixture
-def node(tmp_path: Path) -> AgentNode:
-    node = make_node(tmp_path)
-    node.write_config(reconcilePeriod="300ms")
-    return node
 
 
 def _pods(round_: int) -> list[dict[str, Any]]:

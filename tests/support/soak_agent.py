@@ -15,7 +15,8 @@ from outside while the process runs (and survives a SIGKILL between them):
 When Python traces allocations (``PYTHONTRACEMALLOC``, set by ``soak.py
 --tracemalloc``), each SIGUSR1 writes a :mod:`tracemalloc` snapshot to
 ``BASE/tracemalloc-<n>.snapshot`` (n = 0, 1, ...), so the soak can tell which
-lines of code hold the memory the process grew by.
+lines of code hold the memory the process grew by (:func:`growth_report`
+compares two of them; it lives here beside the snapshots it reads).
 """
 
 from __future__ import annotations

@@ -278,14 +278,18 @@ class RuntimeNode:
             # The plugin registers after the first planned pass, so after readiness: a pod started before
             # its Synchronize would be created without podpin's NRI answer (a load-dependent race).
             began = time.monotonic()
-            synchronized = partial(self._synchronized, since)
-            wait_until("the agent synchronized with containerd's NRI", synchronized, timeout=60, interval=0.1)
+            self.wait_synchronized(since)
             fields["nri_synchronized_after_s"] = round(ready + time.monotonic() - began, 3)
         return fields
 
-    def _synchronized(self, since: int) -> bool:
-        """Whether the agent logged ``nri.synchronized`` after its ``since``-th log line."""
-        return any(e.get("event") == "nri.synchronized" for e in self.agent_events()[since:])
+    def wait_synchronized(self, since: int, count: int = 1, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Wait for ``count`` ``nri.synchronized`` lines of the agent after its ``since``-th log line; returns them."""
+
+        def synchronized() -> list[dict[str, Any]] | None:
+            found = [e for e in self.agent_events()[since:] if e.get("event") == "nri.synchronized"]
+            return found if len(found) >= count else None
+
+        return wait_until("the agent synchronized with containerd's NRI", synchronized, timeout=timeout, interval=0.1)
 
     def kill_agent(self) -> None:
         """SIGKILL the agent (a crash: nothing cleaned up)."""

@@ -173,16 +173,6 @@ def nri_mode_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     mode_step(node, "nri", out, keep=True)
 
 
-def wait_synchronized(node: RuntimeNode, since: int, count: int = 1, timeout: float = 60.0) -> list[dict[str, Any]]:
-    """Wait for ``count`` ``nri.synchronized`` lines of the agent after its ``since``-th log line."""
-
-    def synchronized() -> list[dict[str, Any]] | None:
-        found = [e for e in nri_events(node, since) if e.get("event") == "nri.synchronized"]
-        return found if len(found) >= count else None
-
-    return wait_until("the agent synchronized with containerd's NRI", synchronized, timeout=timeout)
-
-
 def nri_restart_containerd_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     """containerd crashes and comes back while podpin runs in NRI mode: podpin registers again."""
     since = len(node.agent_events())
@@ -190,7 +180,7 @@ def nri_restart_containerd_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     pid = node.containerd.pid
     out["containerd_restart_s"] = node.restart_containerd()
     out["containerd_pids"] = [pid, node.containerd.pid]
-    out["synchronized"] = len(wait_synchronized(node, since))
+    out["synchronized"] = len(node.wait_synchronized(since))
     out["before"], out["after"] = before, node.cpusets()
     spec = late_pod(7, suffix="d")
     plan = node.start_pods([spec], ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
@@ -205,8 +195,7 @@ def nri_restart_agent_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     before = node.cpusets()
     node.kill_agent()
     since = len(node.agent_events())
-    out["agent"] = node.start_agent(MODES["nri"], fresh_state=False)
-    wait_synchronized(node, since)
+    out["agent"] = node.start_agent(MODES["nri"], fresh_state=False)  # returns once it synchronized
     time.sleep(SETTLE)
     out["before"], out["after"] = before, node.cpusets()
     out["running"] = sum(len(run.containers) for run in node.runs.values())

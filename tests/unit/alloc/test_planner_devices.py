@@ -13,54 +13,21 @@ unaligned by best-effort.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.alloc import AllocatableDevices, DeviceGroup, Planner, PodDevices
-from agent.config import config_from_mapping
+from agent.alloc import DeviceGroup, Planner
 from agent.cpuset import CPUSet
 from agent.pods.model import pod_from_dict
-from tests.support.machines import machine
+from tests.support.gpu_node import GPU, NODE_GPUS, gpu_pod, holding, planner
 from tests.support.podfactory import container, make_pod
 
-GPU = "example.com/gpu"
-NODE_GPUS = (
-    DeviceGroup(resource=GPU, ids=("gpu0",), numa=(0,)),
-    DeviceGroup(resource=GPU, ids=("gpu1",), numa=(1,)),
-)
 NUMA0 = CPUSet.parse("0-7")
 NUMA1 = CPUSet.parse("8-15")
 ALIGNING = ("best-effort", "restricted", "single-numa-node")
-
-
-def planner(policy: str, scope: str = "container") -> Planner:
-    """A planner on the two-node machine with this topology policy and scope."""
-    raw = {"reservedSystemCPUs": "0", "topologyManagerPolicy": policy, "topologyManagerScope": scope}
-    return Planner(machine(threads=1), config_from_mapping(raw, env={}).planner)
-
-
-def gpu_pod(name: str = "gpu", cpus: Mapping[str, int] | None = None, gpus: Mapping[str, int] | None = None) -> Any:
-    """A Guaranteed pod: each container its exclusive CPUs and, where given, GPUs."""
-    cpus = cpus or {"main": 2}
-    gpus = gpus if gpus is not None else {"main": 1}
-    containers = []
-    for cname, count in cpus.items():
-        limits = {GPU: gpus[cname]} if gpus.get(cname) else {}
-        containers.append(container(cname, cpu=str(count), memory="1Gi", limits=limits, requests=limits))
-    return pod_from_dict(make_pod(name, containers=containers))
-
-
-def holding(held: Mapping[str, Sequence[DeviceGroup]], node: Sequence[DeviceGroup] = NODE_GPUS) -> PodDevices:
-    """Device facts: each container's groups, and the node's."""
-    return PodDevices(
-        containers=MappingProxyType({name: tuple(groups) for name, groups in held.items()}),
-        node=AllocatableDevices(groups=tuple(node)),
-    )
 
 
 def cpus_of(p: Planner, pod: Any, decision: Any, name: str = "main") -> CPUSet:

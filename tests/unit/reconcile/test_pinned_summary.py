@@ -7,7 +7,7 @@ the device wording is the one ``podpin plan`` prints (``agent/render/devices.py`
 from __future__ import annotations
 
 from agent.reconcile.reporter import pinned_summary
-from tests.unit.alloc.test_planner_devices import NODE_GPUS, gpu_pod, holding, planner
+from tests.support.gpu_node import NODE_GPUS, gpu_pod, holding, planner
 
 
 def test_a_container_holding_a_gpu_names_it_and_its_alignment() -> None:
