@@ -113,6 +113,8 @@ if [ -f "$T/console.log" ]; then
   cp "$T/console.log" "$VM_DIR/last-failed-console.log" 2>/dev/null
   echo "run-in-vm: no exit code from guest (qemu rc=$qrc); last console lines (full log: $VM_DIR/last-failed-console.log):" >&2
   tail -n 30 "$T/console.log" >&2
+  # A guest stopped mid-line leaves the console unterminated: end that line so the next message starts its own.
+  if [ -n "$(tail -c 1 "$T/console.log")" ]; then echo >&2; fi
 fi
 [ -f "$T/boot-timeout" ] && { echo "run-in-vm: guest did not reach CMD within VM_BOOT_TIMEOUT=$BOOT_TIMEOUT s" >&2; exit 124; }
 [ "$qrc" = 124 ] && { echo "run-in-vm: VM_TIMEOUT=$TIMEOUT s reached" >&2; exit 124; }

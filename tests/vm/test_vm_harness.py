@@ -5,6 +5,7 @@ that times out (one short real boot); everything else here runs without a VM.
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -182,3 +183,39 @@ def test_boot_timeout_reports_console_tail(tmp_path: Path) -> None:
         "console has kernel lines": True,
     }
     assert expected == actual, str(info.value)
+
+
+def test_unterminated_console_line_does_not_swallow_the_reason(tmp_path: Path) -> None:
+    """A guest stopped mid-line leaves its console without a final newline; run-in-vm.sh's own message still starts
+    a line of its own (a QEMU stand-in writes half a line to the console file and hangs past the boot timeout)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qemu = bin_dir / "qemu-system-x86_64"
+    qemu.write_text(
+        "#!/bin/bash\n"
+        'for a in "$@"; do case $a in file:*console.log)\n'
+        '  printf "[    0.8] PCI: half a li" > "${a#file:}";; esac; done\n'
+        "exec sleep 30\n"
+    )
+    qemu.chmod(0o755)
+    vm = tmp_path / "vm"
+    vm.mkdir()
+    for name in ("kernel", "initramfs.cpio"):
+        (vm / name).write_bytes(b"x")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "VM_DIR": str(vm), "VM_BOOT_TIMEOUT": "1", "VM_BOOT_RETRIES": "0"}
+    run = subprocess.run(
+        ["bash", str(harness.VM_TESTS / "run-in-vm.sh"), "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    lines = run.stderr.splitlines()
+    expected = (124, True, True)
+    actual = (
+        run.returncode,
+        "[    0.8] PCI: half a li" in lines,
+        "run-in-vm: guest did not reach CMD within VM_BOOT_TIMEOUT=1 s" in lines,
+    )
+    assert expected == actual, run.stderr
