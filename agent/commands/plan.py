@@ -4,7 +4,7 @@ Pods are admitted in creation order through the same planner the agent runs,
 with the agent's configuration: by ``metadata.creationTimestamp`` where given
 (pods without one first, as the agent orders them), ties in the order given
 (files in order, documents in order; multi-document YAML and ``kind: List``
-accepted). The pod templates of Deployments, ReplicaSets, StatefulSets,
+accepted; ``-`` reads standard input). The pod templates of Deployments, ReplicaSets, StatefulSets,
 DaemonSets, Jobs and CronJobs count as pods (one per workload, or up to
 ``--replicas N``; ``agent/pods/manifests.py``). Rejections are normal outcomes
 and are printed with the kubelet's reason and message.
@@ -58,7 +58,7 @@ from agent.alloc import (
 from agent.config import ConfigError, load_config
 from agent.podresources.devices_file import DevicesFileError, load_devices
 from agent.pods.errors import PodSpecError
-from agent.pods.manifests import ManifestError, parse_manifest
+from agent.pods.manifests import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
 from agent.render.explain import explain_text, explain_to_dict
 from agent.render.plan_json import plan_to_dict, pod_to_dict
@@ -66,7 +66,7 @@ from agent.render.plan_text import render_plan_text
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import TopologyError
 
-__all__ = ["PlanOutput", "find_pod", "read_pods", "register", "run"]
+__all__ = ["STDIN", "PlanOutput", "find_pod", "read_pods", "register", "run"]
 
 
 class PlanOutput(StrEnum):
@@ -129,7 +129,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="the devices each container holds (as the kubelet's PodResources API says): aligns CPUs to them",
     )
     parser.add_argument(
-        "pods", nargs="+", type=Path, metavar="POD.yaml", help="pod or workload manifests, admitted in creation order"
+        "pods",
+        nargs="+",
+        type=Path,
+        metavar="POD.yaml",
+        help="pod or workload manifests, admitted in creation order; - reads standard input",
     )
     parser.set_defaults(func=run)
 
@@ -144,13 +148,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
+#: The file name that stands for standard input (``kubectl get pod NAME -o yaml | podpin plan -``).
+STDIN = Path("-")
+
+
+def _manifest_bytes(path: Path) -> bytes:
+    """The file's bytes, or standard input's for ``-`` (one byte more than a manifest may hold, at most)."""
+    if path == STDIN:
+        return sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+    return path.read_bytes()
+
+
 def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[tuple[PodView, Path]], list[dict[str, str]]]:
-    """Every pod with the file it came from, in creation order (ties in file order), and the problems found."""
+    """Every pod with the file it came from, in creation order (ties in file order), and the problems found.
+
+    The path ``-`` reads standard input (YAML or JSON, as kubectl prints pods).
+    """
     pods: list[tuple[PodView, Path]] = []
     problems: list[dict[str, str]] = []
     for path in paths:
         try:
-            raw_pods = parse_manifest(str(path), path.read_bytes(), workload_replicas=replicas)
+            raw_pods = parse_manifest(str(path), _manifest_bytes(path), workload_replicas=replicas)
         except OSError as err:
             problems.append({"file": str(path), "pod": "", "error": f"cannot read: {err.strerror or err}"})
             continue

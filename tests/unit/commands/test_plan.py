@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,19 @@ def test_list_and_multi_document_files(capsys: pytest.CaptureFixture[str], tmp_p
     )
     result = plan_json(capsys, str(listed), str(multi))
     assert ["a", "b", "c"] == [p["name"] for p in result["pods"]]
+
+
+def test_dash_reads_the_pods_from_standard_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``podpin plan -`` reads pods from standard input (as ``kubectl get pod -o yaml | podpin plan -``)."""
+    piped = make_pod("piped", containers=[container("x", cpu="1", memory="1Gi")])
+    given = make_pod("given", containers=[container("x", cpu="1", memory="1Gi")])
+    path = tmp_path / "given.yaml"
+    path.write_text(yaml.safe_dump(given))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(yaml.safe_dump(piped).encode())))
+    result = plan_json(capsys, str(path), "-")
+    assert ["given", "piped"] == [p["name"] for p in result["pods"]]
 
 
 def test_malformed_pod_is_named_and_others_still_planned(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
