@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from agent.alloc import Plan, PodPlan, Pool
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind
+from agent.quantity import count_of
 from agent.render.devices import devices_text
 from agent.render.reasons import reason_text, rejection_text
 from agent.topology.model import Topology
@@ -28,8 +29,11 @@ class _Owner:
     init: bool = False
 
 
-def _plural(count: int) -> str:
-    return f"{count} CPU" if count == 1 else f"{count} CPUs"
+def _cpus_named(cpus: CPUSet) -> str:
+    """``none``, ``CPU 0`` or ``CPUs 0,16``: a set that reads the same whether it is empty, one CPU or more."""
+    if not cpus:
+        return "none"
+    return f"CPU {cpus}" if len(cpus) == 1 else f"CPUs {cpus}"
 
 
 def _table(rows: list[list[str]], indent: str) -> list[str]:
@@ -121,7 +125,7 @@ def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
         lines.append(f"offline: {topology.offline_cpus} (x)")
     if owners:
         lines.append("legend")
-        lines.extend(_table([[o.tag, _plural(len(o.cpus)), o.what] for o in owners], "  "))
+        lines.extend(_table([[o.tag, count_of(len(o.cpus), "CPU"), o.what] for o in owners], "  "))
     return lines
 
 
@@ -129,8 +133,8 @@ def render_plan_text(plan: Plan, topology: Topology, *, show_mems: bool) -> str:
     """The whole plan as text: node pools, one block per pod, the CPU map."""
     lines = [
         (
-            f"node: {len(plan.online)} CPUs ({plan.online}), reserved {plan.reserved or '-'}, "
-            f"node shared pool {plan.shared_pool} ({len(plan.shared_pool)} CPUs)"
+            f"node: {count_of(len(plan.online), 'CPU')} ({plan.online}), reserved {_cpus_named(plan.reserved)}, "
+            f"node shared pool {plan.shared_pool} ({count_of(len(plan.shared_pool), 'CPU')})"
         ),
         "",
     ]

@@ -127,6 +127,26 @@ def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) 
     assert "  P1  2 CPUs  trading/trading-engine pod shared pool (envoy, log-collector)" in out
 
 
+@pytest.mark.parametrize(
+    ("config", "header"),
+    [
+        ({"reservedSystemCPUs": "0"}, "reserved CPU 0, node shared pool 0-31 (32 CPUs)"),
+        ({"reservedSystemCPUs": "0,16"}, "reserved CPUs 0,16, node shared pool 0-31 (32 CPUs)"),
+        ({"cpuManagerPolicy": "none"}, "reserved none, node shared pool 0-31 (32 CPUs)"),
+    ],
+)
+def test_the_header_names_the_reserved_cpus_unmistakably(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, config: dict[str, str], header: str
+) -> None:
+    """The header's reserved CPUs read "CPU 0", "CPUs 0,16" or "none": never a bare "0" (CPU 0, or no CPU?)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    status, out, _ = plan(
+        capsys, "--topology", str(TOPOLOGY), "--config", str(path), str(EXAMPLES / "pods" / "web-burstable.yaml")
+    )
+    assert (0, f"node: 32 CPUs (0-31), {header}") == (status, out.splitlines()[0])
+
+
 def test_without_config_plans_with_a_default_reservation(capsys: pytest.CaptureFixture[str]) -> None:
     """No --config: the built-in defaults, which reserve one CPU, said on stderr."""
     status, out, err = plan(capsys, "--topology", str(TOPOLOGY), str(EXAMPLES / "pods" / "trading-engine-after.yaml"))
