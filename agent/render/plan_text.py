@@ -3,7 +3,9 @@
 The CPU map answers "who runs where" at a glance: socket -> NUMA node -> core
 -> CPU, each CPU tagged with its owner (``E<n>`` an exclusive container, ``P<n>``
 a pod shared pool), ``.`` for the node shared pool, ``R`` for reserved CPUs and
-``x`` for offline ones, with a legend naming every owner.
+``x`` for offline ones, with a legend naming every owner. An init container's
+slice is reused by its pod once it finished: those CPUs show both owners
+(``P1/E1``), so every owner in the legend is drawn.
 """
 
 from __future__ import annotations
@@ -98,17 +100,37 @@ def owner_tags(plan: Plan) -> list[_Owner]:
     return owners
 
 
-def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
-    owners = owner_tags(plan)
-    tag_of: dict[int, str] = {}
-    # Long-running owners first: a finished init container's slice is shown under
-    # the pod shared pool or app slice that reuses it.
+def _tags_by_cpu(owners: list[_Owner], reserved: CPUSet) -> dict[int, str]:
+    """Each owned CPU's cell: its owners' tags, the long-running owner first (``P1/E1``: the pod shared pool P1,
+    used by the init container E1 before), so an init container's slice is drawn where the legend says it is."""
+    tags: dict[int, list[str]] = {}
     for owner in sorted(owners, key=lambda o: o.init):
         for cpu in owner.cpus:
-            tag_of.setdefault(cpu, owner.tag)
-    for cpu in plan.reserved:
-        tag_of.setdefault(cpu, "R")
-    lines = ["CPU map  (E<n> exclusive container, P<n> pod shared pool, . node shared pool, R reserved, x offline)"]
+            tags.setdefault(cpu, []).append(owner.tag)
+    for cpu in reserved:
+        tags.setdefault(cpu, ["R"])
+    return {cpu: "/".join(each) for cpu, each in tags.items()}
+
+
+def _legend(owners: list[_Owner], tag_of: dict[int, str]) -> list[str]:
+    """One row per owner; an init container's says which owner takes its CPUs once it finished."""
+    rows = []
+    for owner in owners:
+        what = owner.what
+        if owner.init:
+            later = sorted({t for cpu in owner.cpus for t in tag_of[cpu].split("/")} - {owner.tag})
+            what += f": its CPUs go to {', '.join(later)} once it finished" if later else ""
+        rows.append([owner.tag, count_of(len(owner.cpus), "CPU"), what])
+    return _table(rows, "  ")
+
+
+def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
+    owners = owner_tags(plan)
+    tag_of = _tags_by_cpu(owners, plan.reserved)
+    lines = [
+        "CPU map  (E<n> exclusive container, P<n> pod shared pool, A/B: A's CPUs, used by the init container B "
+        "before, . node shared pool, R reserved, x offline)"
+    ]
     width = max((len(t) for t in tag_of.values()), default=1)
     for socket in topology.socket_ids:
         lines.append(f"socket {socket}")
@@ -120,12 +142,12 @@ def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
             lines.append(f"  NUMA node {numa}")
             for core in topology.cores_of(cpus):
                 cells = [f"{cpu:>4} {tag_of.get(cpu, '.'):<{width}}" for cpu in topology.cpus_in_cores(core) & cpus]
-                lines.append(f"    core {core:<4}" + "  ".join(cells))
+                lines.append((f"    core {core:<4}" + "  ".join(cells)).rstrip())
     if topology.offline_cpus:
         lines.append(f"offline: {topology.offline_cpus} (x)")
     if owners:
         lines.append("legend")
-        lines.extend(_table([[o.tag, count_of(len(o.cpus), "CPU"), o.what] for o in owners], "  "))
+        lines.extend(_legend(owners, tag_of))
     return lines
 
 

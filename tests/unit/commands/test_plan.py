@@ -127,6 +127,23 @@ def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) 
     assert "  P1  2 CPUs  trading/trading-engine pod shared pool (envoy, log-collector)" in out
 
 
+def test_cpu_map_draws_an_init_containers_slice_with_its_later_owner(capsys: pytest.CaptureFixture[str]) -> None:
+    """The init container's CPU, reused by the pod shared pool once it finished, shows both owners, as the legend."""
+    status, out, _ = plan(
+        capsys,
+        "--topology",
+        str(TOPOLOGY),
+        "--config",
+        str(POD_SCOPE),
+        str(EXAMPLES / "pods" / "postgres-with-sidecars.yaml"),
+    )
+    legend = out.split("legend\n")[1].splitlines()
+    assert (0, True) == (status, "    core 0      0 R        16 P1/E1" in out.splitlines())
+    assert (
+        "  E1  1 CPU   databases/postgres-primary/schema-migrate (init container): its CPUs go to P1 once it finished"
+    ) == legend[0]
+
+
 @pytest.mark.parametrize(
     ("config", "header"),
     [
