@@ -610,7 +610,7 @@ def load_config(path: Path | None, *, env: Mapping[str, str] | None = None) -> A
     """Read and validate a configuration file (None gives the defaults).
 
     The file is read with the bounds of :mod:`agent.safeparse`: at most
-    :data:`MAX_CONFIG_BYTES`, no YAML anchors or aliases, bounded nesting.
+    :data:`MAX_CONFIG_BYTES`, aliases expanded within bounds, bounded nesting.
 
     Raises:
         ConfigError: the file cannot be read, is too large, is not YAML, or holds a bad key.

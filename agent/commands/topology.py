@@ -22,6 +22,7 @@ from agent.topology.sysfs import SysfsError, read_topology
 
 __all__ = ["register", "run"]
 
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``topology`` sub-command."""
     parser = subparsers.add_parser(

@@ -128,8 +128,10 @@ def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
     owners = owner_tags(plan)
     tag_of = _tags_by_cpu(owners, plan.reserved)
     lines = [
-        "CPU map  (E<n> exclusive container, P<n> pod shared pool, A/B: A's CPUs, used by the init container B "
-        "before, . node shared pool, R reserved, x offline)"
+        (
+            "CPU map  (E<n> exclusive container, P<n> pod shared pool, A/B: A's CPUs, used by the init container B "
+            "before, . node shared pool, R reserved, x offline)"
+        )
     ]
     width = max((len(t) for t in tag_of.values()), default=1)
     for socket in topology.socket_ids:

@@ -114,8 +114,18 @@ def test_nrt_output_counts_the_devices_file(capsys: pytest.CaptureFixture[str], 
     saved = tmp_path / "gpu-node.json"
     saved.write_text(json.dumps({"hostname": "gpu-node", **json.loads(TOPOLOGY.read_text())}))
     status = main(
-        ["plan", "--topology", str(saved), "--config", str(CONTAINER_SCOPE), "--output", "nrt"]
-        + ["--devices", str(devices), str(pods)]
+        [
+            "plan",
+            "--topology",
+            str(saved),
+            "--config",
+            str(CONTAINER_SCOPE),
+            "--output",
+            "nrt",
+            "--devices",
+            str(devices),
+            str(pods),
+        ]
     )
     out = capsys.readouterr().out
     zones = {zone["name"]: zone for zone in json.loads(out)["zones"]}

@@ -182,13 +182,17 @@ def test_rejection_text_names_free_memory_with_the_static_memory_policy() -> Non
     [
         (
             None,
-            "pod requests 1 exclusive CPU; containers: db cpu 1 memory 1Gi (1 exclusive); free for exclusive use: "
-            "NUMA 0 1 CPU, NUMA 1 2 CPUs",
+            (
+                "pod requests 1 exclusive CPU; containers: db cpu 1 memory 1Gi (1 exclusive); free for exclusive use: "
+                "NUMA 0 1 CPU, NUMA 1 2 CPUs"
+            ),
         ),
         (
             resources(cpu="1", memory="1Gi"),
-            "pod requests cpu 1 memory 1Gi: 1 CPU of its own; containers: db cpu 1 memory 1Gi (1 exclusive); free for "
-            "exclusive use: NUMA 0 1 CPU, NUMA 1 2 CPUs",
+            (
+                "pod requests cpu 1 memory 1Gi: 1 CPU of its own; containers: db cpu 1 memory 1Gi (1 exclusive); "
+                "free for exclusive use: NUMA 0 1 CPU, NUMA 1 2 CPUs"
+            ),
         ),
     ],
 )
