@@ -85,6 +85,14 @@ METRICS: dict[str, frozenset[str]] = {
     "podpin_affinity_audits_total": frozenset(),
     "podpin_exclusive_cpu_interference_seconds_total": frozenset({"cpu", "mode"}),
     "podpin_exclusive_cpu_owner": frozenset({"cpu", "namespace", "pod", "container", "pool"}),
+    "podpin_pods": frozenset({"state"}),
+    "podpin_numa_shared_cpus": frozenset({"numa_node"}),
+    "podpin_node_cpus": frozenset({"pool", "numa_node"}),
+    "podpin_reserved_cpus": frozenset({"numa_node"}),
+    "podpin_memory_pinning_requests_total": frozenset(),
+    "podpin_memory_pinning_errors_total": frozenset(),
+    "podpin_nri_connected": frozenset(),
+    "podpin_container_pins_total": frozenset({"source"}),
 }
 HISTOGRAMS = frozenset(
     {"podpin_admission_duration_seconds", "podpin_pin_latency_seconds", "podpin_reconcile_duration_seconds"}
@@ -726,7 +734,8 @@ class TestDashboard:
         assert [] == wrong
 
     def test_covers_the_operator_questions(self) -> None:
-        """Exclusive/shared CPUs per NUMA node, pod pools, pin latency, rejections, drift, shared-pool usage by pod."""
+        """Exclusive/shared CPUs per NUMA node, pod pools, pin latency, rejections, drift, shared-pool usage by pod,
+        the pinning mode (NRI, who named new containers), rejected pods left unpinned, every pool per NUMA node."""
         used = set().union(*(promql_names(expr)[0] for _, expr in _targets()))
         expected = {
             "podpin_allocation_per_numa",
@@ -737,6 +746,11 @@ class TestDashboard:
             "podpin_admission_errors_total",
             "podpin_drift_repairs_total",
             "podpin_pool_cpu_usage_seconds_total",
+            "podpin_nri_connected",
+            "podpin_container_pins_total",
+            "podpin_pods",
+            "podpin_node_cpus",
+            "podpin_reserved_cpus",
         }
         assert expected == expected & used
 
