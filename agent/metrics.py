@@ -378,6 +378,7 @@ class AgentMetrics:
         affinity_audits: affinity audits completed.
         nri_requests: NRI requests from the runtime, by ``method`` and ``result`` (``agent/nri/report.py``).
         nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
+        config_restart_needed: 1 while changed configuration keys wait for a restart (``agent/config_follow.py``).
         cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
             ``kubernetes.io/config.mirror`` annotation on a pod no Node owns, ignored; ``cgroup_taken``: the pod
             would map to a cgroup another pod holds, left out).
@@ -482,6 +483,11 @@ class AgentMetrics:
         )
         self.nri_connected = gauge(
             "nri_connected", "1 while podpin is registered with the runtime's NRI and synchronized, else 0."
+        )
+        self.config_restart_needed = gauge(
+            "config_restart_needed",
+            "1 while the configuration has changed keys that take effect only when the agent restarts "
+            "(config.restart_needed names them), else 0.",
         )
         # Closed label sets start at 0, so rate() and alerts work before the first occurrence.
         for reason in ADMISSION_ERROR_REASONS:

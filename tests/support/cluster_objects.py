@@ -72,14 +72,23 @@ class ClusterObjects:
         self._objects: dict[tuple[str, str, str], Obj] = {}
 
     # -- control -------------------------------------------------------------------------------
-    def add_node(self, name: str, *, uid: str | None = None, capacity: Mapping[str, str] | None = None) -> Obj:
-        """Create a Node (its status lists ``capacity`` as both capacity and allocatable)."""
+    def add_node(
+        self,
+        name: str,
+        *,
+        uid: str | None = None,
+        capacity: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Obj:
+        """Create a Node with ``labels`` (its status lists ``capacity`` as both capacity and allocatable)."""
         node: Obj = {
             "kind": "Node",
             "apiVersion": "v1",
             "metadata": {"name": name, "uid": uid or str(uuid.uuid4()), "creationTimestamp": _now()},
             "status": {"capacity": dict(capacity or {}), "allocatable": dict(capacity or {})},
         }
+        if labels:
+            node["metadata"]["labels"] = dict(labels)
         with self._cond:
             node["metadata"]["resourceVersion"] = str(self._next_version())
             self._nodes[name] = node

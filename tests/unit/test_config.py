@@ -294,6 +294,7 @@ def test_contract_keys() -> None:
         "nri",
         "stateBindAddress",
         "deviceWaitTimeout",
+        "kubeletConfigPath",
     } == {entry.key for entry in CONFIG_KEYS}
 
 
@@ -308,9 +309,10 @@ class TestKeyTable:
     def test_every_setting_is_filled_by_exactly_one_key(self) -> None:
         """Each AgentConfig and PlannerConfig field comes from one table entry (the reserved CPU millis from two).
 
-        ``assumed`` is not a setting: it says which value the checks across keys filled in.
+        ``assumed`` is not a setting: it says which value the checks across keys filled in; nor are ``group`` and
+        ``inherited``, which say where the node's configuration came from.
         """
-        agent_fields = {f.name for f in dataclasses.fields(AgentConfig)} - {"planner", "assumed"}
+        agent_fields = {f.name for f in dataclasses.fields(AgentConfig)} - {"planner", "assumed", "group", "inherited"}
         planner_fields = {f"planner.{f.name}" for f in dataclasses.fields(PlannerConfig)}
         filled = [entry.field for entry in CONFIG_KEYS]
         assert sorted(filled) == sorted(set(filled))
