@@ -18,6 +18,7 @@ protocol for the official client's own code paths to run:
   server; ``allowWatchBookmarks`` (BOOKMARK on :meth:`send_bookmarks` or every
   ``bookmark_interval``); ``timeoutSeconds`` ends the stream with the terminating
   chunk; one JSON object per line, one chunk per line;
+- ``GET``/``DELETE`` of apps/v1 DaemonSets the test stores (status and all: the test is their controller);
 - ``GET /api/v1/nodes/{name}`` and cluster-scoped custom objects of registered
   CRDs (create, get, replace, merge patch, schema-validated): ``cluster_objects.py``;
 - ``POST /api/v1/namespaces/{ns}/events``, ``PATCH .../events/{name}`` (JSON merge
@@ -482,6 +483,8 @@ class ApiServerEmulator:
         try:
             if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4 and method == "GET":
                 return 200, self.objects.get_node(parts[3])
+            if parts[:4] == ["apis", "apps", "v1", "namespaces"] and len(parts) == 7 and parts[5] == "daemonsets":
+                return self.objects.serve_daemonset(method, parts[4], parts[6])
             if parts[0] == "apis" and len(parts) in (4, 5):
                 name = parts[4] if len(parts) == 5 else None
                 return self.objects.serve_custom(method, parts[1], parts[2], parts[3], name, body, content_type)

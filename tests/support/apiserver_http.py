@@ -55,6 +55,7 @@ _PODS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events(?:/(?P<name>[^/]+))?$")
 _NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
 _CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
+_NAMESPACED = re.compile(r"^/apis/apps/v1/namespaces/[^/]+/daemonsets/[^/]+$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -286,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body, status = backend.serve_patch_event(events.group("ns"), events.group("name"), _json(raw)), 200
             elif events and method == "GET" and events.group("name") is None:
                 body, status = backend.serve_list_events(events.group("ns")), 200
-            elif (_NODE.match(url.path) or _CUSTOM.match(url.path)) and (
+            elif (_NODE.match(url.path) or _CUSTOM.match(url.path) or _NAMESPACED.match(url.path)) and (
                 answer := backend.serve_object(method, url.path, _json(raw), self.headers.get("Content-Type") or "")
             ):
                 status, body = answer
