@@ -118,6 +118,8 @@ def test_a_node_that_is_not_restored_in_time_is_named() -> None:
     assert 1 == status
     assert [
         "podpin uninstall: not every node was restored within 20s:",
-        "  node worker-9: pod pp-uninstall-x7 not ready (reset: CrashLoopBackOff, last exit 1); see kubectl logs "
-        "pp-uninstall-x7 -c reset",
+        (
+            "  node worker-9: pod pp-uninstall-x7 not ready (reset: CrashLoopBackOff, last exit 1); see kubectl logs "
+            "pp-uninstall-x7 -c reset"
+        ),
     ] == out.splitlines()[-2:]
