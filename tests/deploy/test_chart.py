@@ -548,7 +548,7 @@ def _agent_view(values: dict[str, Any]) -> dict[str, Any]:
 
 def _agent_accepts(data: dict[str, Any]) -> bool:
     """Whether the agent loads this file, for the default section and for each group and node section."""
-    views = [("node-1", {})]
+    views: list[tuple[str, dict[str, str]]] = [("node-1", {})]
     views += [("node-1", {"podpin.io/config-group": group}) for group in data.get("groups") or {}]
     views += [(node, {}) for node in data.get("nodes") or {}]
     try:

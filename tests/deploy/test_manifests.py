@@ -114,7 +114,7 @@ def load_agent_config(text: str) -> dict[str, Any]:
         raise ValueError(f"config: expected a mapping, got {type(config).__name__}")
     # The default section, and each group's and node's as the node it is for would see it.
     label = group_label_of(config)
-    views = [("node-1", {})]
+    views: list[tuple[str, dict[str, str]]] = [("node-1", {})]
     views += [("node-1", {label: group}) for group in config.get("groups") or {}]
     views += [(node, {}) for node in config.get("nodes") or {}]
     for node, labels in views:
