@@ -66,6 +66,7 @@ __all__ = [
     "IDENTITY_SOURCES",
     "IDENTITY_ERROR_REASONS",
     "CLAIM_REFUSED_REASONS",
+    "CONDITION_RESULTS",
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
@@ -101,6 +102,8 @@ IDENTITY_ERROR_REASONS = tuple(IdentityErrorReason)
 SET_ASIDE_REASONS = ("corrupt", "invalid")
 #: Why the HTTP server closed a connection without answering (``podpin_http_connections_dropped_total{reason}``).
 HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
+#: What happened to a wanted pod condition (``podpin_condition_patches_total{result}``; agent/kube/conditions.py).
+CONDITION_RESULTS = ("patched", "gone", "failed")
 #: Why a pod was kept off a cgroup it claimed (``cgroup_claims_refused``).
 CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
 
@@ -379,6 +382,7 @@ class AgentMetrics:
         nri_requests: NRI requests from the runtime, by ``method`` and ``result`` (``agent/nri/report.py``).
         nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
         config_restart_needed: 1 while changed configuration keys wait for a restart (``agent/config_follow.py``).
+        condition_patches: patches of the pod condition ``podpin.io/CPUsPinned``, by ``result``.
         cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
             ``kubernetes.io/config.mirror`` annotation on a pod no Node owns, ignored; ``cgroup_taken``: the pod
             would map to a cgroup another pod holds, left out).
@@ -484,6 +488,14 @@ class AgentMetrics:
         self.nri_connected = gauge(
             "nri_connected", "1 while podpin is registered with the runtime's NRI and synchronized, else 0."
         )
+        self.condition_patches = counter(
+            "condition_patches",
+            "Patches of the pod condition podpin.io/CPUsPinned, by result (patched; gone: the pod was deleted or "
+            "replaced; failed: after retries).",
+            "result",
+        )
+        for result in CONDITION_RESULTS:
+            self.condition_patches.labels(result=result)
         self.config_restart_needed = gauge(
             "config_restart_needed",
             "1 while the configuration has changed keys that take effect only when the agent restarts "

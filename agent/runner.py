@@ -52,6 +52,7 @@ from agent.config import AgentConfig, ConfigError
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
 from agent.kube.client import KubeConfigError, load_api
+from agent.kube.conditions import ConditionWriter
 from agent.kube.dirsource import DirSource
 from agent.kube.events import EventRecorder
 from agent.kube.source import KubeSource, PodEvent, PodSource
@@ -199,7 +200,12 @@ class Agent:
         self.recorder = (
             EventRecorder(api, self.config.node_name or "", on_outcome=self._count_event) if api is not None else None
         )
-        self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder)
+        self.conditions = (
+            ConditionWriter(api, on_outcome=self._count_condition)
+            if api is not None and not self.config.dry_run
+            else None
+        )
+        self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder, self.conditions)
         self.reconciler = Reconciler(
             planner,
             layout=self.layout,
@@ -307,6 +313,9 @@ class Agent:
 
     def _count_event(self, event_type: str, outcome: str) -> None:
         self.metrics.events.labels(type=event_type, result=outcome).inc()
+
+    def _count_condition(self, outcome: str) -> None:
+        self.metrics.condition_patches.labels(result=outcome).inc()
 
     def _count_drop(self, reason: str) -> None:
         self.metrics.http_dropped.labels(reason=reason).inc()
@@ -591,6 +600,8 @@ class Agent:
             thread.join(timeout=2.0)
         if self.recorder is not None:
             self.recorder.close(timeout=1.5)
+        if self.conditions is not None:
+            self.conditions.close(timeout=1.0)
         if self._lock is not None:
             self._lock.release()
         if self.failure is None:

@@ -30,7 +30,7 @@ _AUTH = ["BearerToken"]
 
 
 class CoreCalls:
-    """``list_pod_for_all_namespaces``, ``read_node``, ``create_namespaced_event``, ``patch_namespaced_event``."""
+    """``list_pod_for_all_namespaces``, ``read_node``, ``patch_namespaced_pod_status``, and Event create and patch."""
 
     def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
@@ -105,6 +105,20 @@ class CoreCalls:
     def read_node(self, name: str, _request_timeout: Any = None) -> Any:
         """``GET /api/v1/nodes/{name}`` (its labels choose the configuration's group section; NRT's owner uid)."""
         return self._call("GET", "/api/v1/nodes/{name}", path_params={"name": name}, request_timeout=_request_timeout)
+
+    def patch_namespaced_pod_status(
+        self, name: str, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None
+    ) -> Any:
+        """``PATCH /api/v1/namespaces/{namespace}/pods/{name}/status`` (strategic merge patch: a condition is merged
+        into ``status.conditions`` by its ``type``, the others stay)."""
+        return self._call(
+            "PATCH",
+            "/api/v1/namespaces/{namespace}/pods/{name}/status",
+            path_params={"namespace": namespace, "name": name},
+            body=dict(body),
+            content_type="application/strategic-merge-patch+json",
+            request_timeout=_request_timeout,
+        )
 
     def create_namespaced_event(self, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None) -> Any:
         """``POST /api/v1/namespaces/{namespace}/events``."""

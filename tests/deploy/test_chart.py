@@ -101,6 +101,8 @@ class TestChart:
             ("ClusterRoleBinding", "podpin"),
             ("Service", "podpin-metrics"),
             ("DaemonSet", "podpin"),
+            ("ValidatingAdmissionPolicy", "podpin-podpin-system-pod-status"),
+            ("ValidatingAdmissionPolicyBinding", "podpin-podpin-system-pod-status"),
             ("NetworkPolicy", "podpin-uninstall"),
             ("ServiceAccount", "podpin-uninstall"),
             ("Role", "podpin-uninstall"),

@@ -391,6 +391,8 @@ class TestManifestValidity:
             ("ClusterRoleBinding", "podpin"),
             ("Service", "podpin-metrics"),
             ("DaemonSet", "podpin"),
+            ("ValidatingAdmissionPolicy", "podpin-podpin-system-pod-status"),
+            ("ValidatingAdmissionPolicyBinding", "podpin-podpin-system-pod-status"),
             ("ServiceMonitor", "podpin"),
             ("PrometheusRule", "podpin"),
             ("ConfigMap", "podpin-dashboard"),
@@ -443,10 +445,29 @@ class TestManifestValidity:
 
 
 class TestRBAC:
+    def test_pod_status_policy_narrows_the_status_patch(self) -> None:
+        """The ValidatingAdmissionPolicy matches only the agents' ServiceAccount on pods/status updates and checks the
+        node its token names and the one condition; its binding denies."""
+        policy, binding = _object("ValidatingAdmissionPolicy"), _object("ValidatingAdmissionPolicyBinding")
+        spec = policy["spec"]
+        assert (
+            [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/status"]}],
+            "request.userInfo.username == 'system:serviceaccount:podpin-system:podpin'",
+            True,
+            (policy["metadata"]["name"], ["Deny"]),
+        ) == (
+            spec["matchConstraints"]["resourceRules"],
+            spec["matchConditions"][0]["expression"],
+            "authentication.kubernetes.io/node-name" in spec["validations"][0]["expression"],
+            (binding["spec"]["policyName"], binding["spec"]["validationActions"]),
+        )
+
     def test_cluster_role_grants_only_what_the_agent_uses(self) -> None:
-        """Pods get/list/watch and Events create/patch; no nodes, no wildcards."""
+        """Pods get/list/watch, their status patch (the condition podpin.io/CPUsPinned) and Events create/patch; no
+        nodes, no wildcards."""
         expected = [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         ]
         assert expected == _object("ClusterRole")["rules"]
