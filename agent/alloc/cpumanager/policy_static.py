@@ -23,6 +23,7 @@ from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology
 from agent.alloc.cpumanager.assignment.accumulator import not_enough
 from agent.alloc.cpumanager.hints import cpu_hints
 from agent.alloc.cpumanager.options import CPUPolicyOptions
+from agent.alloc.cpumanager.restore import release_stale
 from agent.alloc.cpumanager.state import CPUState
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError, SMTAlignmentError
 from agent.alloc.pod_budget import validate_pod_budget
@@ -270,6 +271,11 @@ class StaticCPUPolicy:
 
         A bubble restored from the state is reused as-is; only containers
         without an assignment are (re)computed from it, with the same rules.
+        A restored allocation that breaks the stale rule
+        (:mod:`agent.alloc.cpumanager.restore`) is released first and the pod
+        allocated from scratch, as the kubelet does since PR 141041 (inside an
+        admission :func:`~agent.alloc.admission.admit_pod` has already released
+        and reported it).
 
         Raises:
             EmptyPodSharedPoolError: the exclusive containers leave no pod shared pool.
@@ -280,6 +286,7 @@ class StaticCPUPolicy:
         if total == 0:
             return None
         validate_pod_budget(pod, "cpu", total, lambda c: container_exclusive_cpus(pod, c))
+        release_stale(state, pod, pod_level=True)
         bubble = state.pod_entries.get(pod.uid)
         if bubble is None:
             self._check_smt(state, total)
