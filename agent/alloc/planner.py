@@ -35,7 +35,7 @@ from types import MappingProxyType
 from agent.alloc.admission import Providers, admit_pod
 from agent.alloc.cpumanager import CPUManagerPolicy, CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
 from agent.alloc.cpumanager.policy_static import take_options_for
-from agent.alloc.cpumanager.restore import find_stale
+from agent.alloc.cpumanager.restore import find_stale, missing_entries
 from agent.alloc.devicemanager import DeviceManager
 from agent.alloc.devices import PodDevices
 from agent.alloc.errors import AllocationError, PlacementError, PlannerError
@@ -259,17 +259,19 @@ class Planner:
         unless they break the stale rule (:mod:`agent.alloc.cpumanager.restore`):
         then they are released and the pod admitted afresh, and the decision says
         so (an :class:`~agent.alloc.tally.AllocationEvent`); a pod that no longer
-        fits then holds nothing. ``observed`` (cpusets found on its live cgroups,
-        when rebuilding a lost checkpoint) is kept where it fits and passes the
-        same rule; if the pod cannot be admitted around it, it is admitted afresh.
-        ``explain`` adds the walk-through of the admission to the decision (``Decision.trace``). ``devices`` are the
-        devices its containers hold (None: unknown, or none): the device
+        fits then holds nothing. One that holds a prefix of its entries gets the
+        rest. ``observed`` (cpusets found on its live cgroups, when rebuilding a
+        lost checkpoint) is kept where it fits and passes the same rule; if the
+        pod cannot be admitted around it, it is admitted afresh. ``explain`` adds
+        the walk-through of the admission to the decision (``Decision.trace``).
+        ``devices`` are the devices its containers hold (None: unknown, or none): the device
         manager hints from them, and the decision keeps them for the plan.
         """
         existing = self._state.pods.get(pod.uid)
-        if existing is not None and self._stale(pod):
-            # Restored CPUs that break the stale rule: admitted again, from the state that holds them, so the
-            # admission releases and reports them; if the pod no longer fits it holds nothing.
+        if existing is not None and self._unfinished(pod):
+            # Restored CPUs that break the stale rule, or a prefix of the pod's entries: admitted again from the
+            # state that holds them, so the admission releases and reports the stale ones or completes the
+            # prefix; a pod that no longer fits then holds nothing.
             decision = self._admit(pod, self._state.cpu.copy(), explain=explain, devices=devices)
             if not decision.admitted:
                 self.release(pod.uid)
@@ -299,12 +301,16 @@ class Planner:
                     return decision
         return self._admit(pod, self._state.cpu.copy(), explain=explain, devices=devices)
 
-    def _stale(self, pod: PodView) -> bool:
-        """The CPUs a restored pod holds break the stale rule (:mod:`agent.alloc.cpumanager.restore`).
+    def _unfinished(self, pod: PodView) -> bool:
+        """The CPUs a restored pod holds break the stale rule, or lack some of its containers' entries
+        (:mod:`agent.alloc.cpumanager.restore`).
 
         Judged by the state's own shape: a pod admitted under another scope or policy keeps its path.
         """
-        return self._cpu is not None and find_stale(self._state.cpu, pod, bubble_path=None) is not None
+        if self._cpu is None:
+            return False
+        cpu = self._state.cpu
+        return find_stale(cpu, pod, bubble_path=None) is not None or bool(missing_entries(cpu, pod))
 
     def _trace(
         self, pod: PodView, steps: list[MergeStep] | None, request: RequestFacts | None, error: PlacementError | None

@@ -295,6 +295,12 @@ class StaticCPUPolicy:
         return self._partition(state, pod, bubble)
 
     def _partition(self, state: CPUState, pod: PodView, bubble: CPUSet) -> PodCPUAllocation:
+        """Give every container of the pod its part of ``bubble``.
+
+        Exclusive slices already held are kept (they are a prefix in spec order: the stale rule); a sharing
+        container's set is derived from the slices, so it is always computed again, and equals the one held
+        whenever that one was consistent with the slices.
+        """
         exclusive: list[str] = []
         shared: list[str] = []
         slices: list[CPUSet] = []
@@ -302,11 +308,10 @@ class StaticCPUPolicy:
         deferred: list[ContainerView] = []
 
         def assign(container: ContainerView, cpus: CPUSet, is_exclusive: bool) -> None:
-            existing = state.get(pod.uid, container.name)
-            state.set(pod.uid, container.name, existing if existing is not None else cpus)
+            state.set(pod.uid, container.name, cpus)
             (exclusive if is_exclusive else shared).append(container.name)
             if is_exclusive:
-                slices.append(existing if existing is not None else cpus)
+                slices.append(cpus)
 
         def slice_for(container: ContainerView, pool: CPUSet, count: int) -> CPUSet:
             existing = state.get(pod.uid, container.name)

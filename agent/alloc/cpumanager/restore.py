@@ -41,7 +41,7 @@ from agent.alloc.cpumanager.state import CPUState
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, ContainerView, PodView, container_exclusive_cpus, pod_level_cpus
 
-__all__ = ["StaleAllocation", "StaleCause", "bubble_path_of", "find_stale", "release_stale"]
+__all__ = ["StaleAllocation", "StaleCause", "bubble_path_of", "find_stale", "missing_entries", "release_stale"]
 
 
 class StaleCause(StrEnum):
@@ -147,6 +147,20 @@ def find_stale(state: CPUState, pod: PodView, *, bubble_path: bool | None) -> tu
         if detail is not None:
             return cause, detail
     return None
+
+
+def missing_entries(state: CPUState, pod: PodView) -> tuple[str, ...]:
+    """The sidecars and app containers a pod holding CPUs lacks entries for (by its state's shape), in spec order.
+
+    A pod that holds nothing lacks nothing: it was admitted without CPUs and stays so.
+    """
+    entries = state.assignments.get(pod.uid, {})
+    bubble = state.pod_entries.get(pod.uid)
+    if not entries and bubble is None:
+        return ()
+    return tuple(
+        c.name for c in _entitled(pod, bubble is not None) if c.name not in entries and c.kind != ContainerKind.INIT
+    )
 
 
 def bubble_path_of(pod: PodView, *, pod_level: bool) -> bool:
