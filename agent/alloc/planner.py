@@ -293,7 +293,9 @@ class Planner:
                 pod,
                 observed,
                 self._cpu.available(cpu),
-                pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD,
+                # The KEP-5526 path (a bubble) needs the pod scope and an aligning policy, as in admit_pod.
+                pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD
+                and self.config.topology_manager_policy != TopologyManagerPolicy.NONE,
             )
             if kept or pod.uid in cpu.pod_entries:
                 decision = self._admit(pod, cpu, kept=tuple(kept), explain=explain, devices=devices)

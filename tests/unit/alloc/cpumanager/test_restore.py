@@ -272,3 +272,23 @@ def test_a_stale_pod_that_no_longer_fits_holds_nothing() -> None:
         restored.is_admitted(pod.uid),
         restored.snapshot().cpu.assignments.get(pod.uid),
     )
+
+
+def test_policy_none_seeds_no_bubble_so_nothing_is_stale() -> None:
+    """Policy ``none`` admits a pod-level pod container by container, so the cgroups offer slices, not a bubble:
+    the running containers keep their CPUs and nothing is reported stale.
+
+    Failed before: the pod cgroup's set was seeded as a bubble the ``none`` path never gives, found stale
+    (``outside_pod_cpus``) and the pod allocated again."""
+    config = config_from_mapping(
+        {"reservedSystemCPUs": "0", "topologyManagerPolicy": "none", "topologyManagerScope": "pod"}, env={}
+    ).planner
+    planner = Planner(TOPOLOGY, config)
+    pod = _kep_pod()
+    seen = Observed(containers={"c1": CPUSet.parse("3-4"), "c2": CPUSet.parse("5-6")}, pod=CPUSet.parse("1-6"))
+    decision = planner.admit(pod, seen)
+    assert ([], ("c1", "c2"), {"c1": CPUSet.parse("3-4"), "c2": CPUSet.parse("5-6")}) == (
+        _stale_events(decision.allocations),
+        decision.kept_observed,
+        _held(planner, pod.uid),
+    )
