@@ -42,6 +42,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent import __version__
 from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignment_type
+from agent.alloc.cpumanager.restore import StaleCause
 from agent.alloc.tally import AlignBoundary, AlignScope, AllocationEvent, EventKind
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind
@@ -388,6 +389,9 @@ class AgentMetrics:
             would map to a cgroup another pod holds, left out).
         cpus_moved: exclusive sets (container slices, pod bubbles) changed when a checkpoint was re-adopted after
             a hotplug or a reservation change; each also gets a ``PodpinCPUsMoved`` Warning Event.
+        stale_allocations: CPUs a pod held when it was admitted again (restored or seen on its cgroups) that broke
+            the stale rule, by ``cause`` (:mod:`agent.alloc.cpumanager.restore`); each also gets a
+            ``PodpinStaleAllocation`` Warning Event.
     """
 
     def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
@@ -564,6 +568,13 @@ class AgentMetrics:
             "scope",
             "boundary",
         )
+        self.stale_allocations = counter(
+            "stale_allocations",
+            "Restored allocations released as stale before their pod was allocated from scratch, by cause.",
+            "cause",
+        )
+        for cause in StaleCause:
+            self.stale_allocations.labels(cause=cause)
         self.build_info = Gauge(
             "build_info",
             "Always 1: the podpin version and the Python that runs it.",
@@ -588,6 +599,8 @@ class AgentMetrics:
                 self.memory_pinning_requests.inc()
                 if not event.ok:
                     self.memory_pinning_errors.inc()
+            elif event.stale is not None:
+                self.stale_allocations.labels(cause=event.stale.cause).inc()
             elif event.scope is not None and event.boundary is not None:
                 family = self.aligned if event.ok else self.aligned_failures
                 family.labels(scope=event.scope, boundary=event.boundary).inc()

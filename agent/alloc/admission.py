@@ -21,7 +21,9 @@ turned into the kubelet's typed admission error here, so callers see only
 records each merge as a :class:`~agent.alloc.trace.MergeStep` for
 ``podpin plan --explain``; given ``events``, it records what the kubelet's
 pinning and alignment counters would count (:mod:`agent.alloc.tally`); it never
-logs.
+logs. Before anything else it drops CPUs the pod already holds that break the
+stale rule (:mod:`agent.alloc.cpumanager.restore`), so a restart never plans two
+exclusive owners of one CPU.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from agent.alloc.cpumanager import CPUState, PodCPUAllocation, StaticCPUPolicy
+from agent.alloc.cpumanager.restore import release_stale
 from agent.alloc.devicemanager import DeviceManager
 from agent.alloc.devices import PodDevices
 from agent.alloc.errors import AllocationError, PlacementError, TopologyAffinityError, UnexpectedAdmissionError
@@ -46,7 +49,7 @@ from agent.alloc.topologymanager import (
 from agent.alloc.trace import MergeStep, resource_hints
 from agent.pods import ContainerView, PodView, QOSClass, uses_pod_level_path
 
-__all__ = ["Admission", "Providers", "admit_pod", "POD_LEVEL_REJECTION"]
+__all__ = ["Admission", "Providers", "admit_pod", "POD_LEVEL_REJECTION", "takes_pod_level_path"]
 
 #: The status message the kubelet gives a pod-level pod its pod-scope merge rejected.
 POD_LEVEL_REJECTION = "Pod Scope pod with pod-level resources failed admission under pod-scope topology manager"
@@ -225,6 +228,11 @@ def _cpu_allocate_pod(
     return allocation
 
 
+def takes_pod_level_path(pod: PodView, policy: TopologyManagerPolicy, scope: TopologyManagerScope) -> bool:
+    """The pod is admitted the KEP-5526 way (``AllocatePod``): pod scope, a policy other than ``none``."""
+    return policy != TopologyManagerPolicy.NONE and scope == TopologyManagerScope.POD and uses_pod_level_path(pod)
+
+
 def admit_pod(
     pod: PodView,
     *,
@@ -256,6 +264,11 @@ def admit_pod(
     for provider in (providers.cpu, providers.memory):
         if provider is not None:
             provider.start_pod(pod.uid)
+    pod_level = takes_pod_level_path(pod, policy.name, scope)
+    if providers.cpu is not None:
+        stale = release_stale(cpu, pod, pod_level=pod_level)
+        if stale is not None:
+            _count(events, AllocationEvent.released_stale(stale))
     if policy.name == TopologyManagerPolicy.NONE:
         exclusive = 0
         for container in pod.all_containers:
@@ -275,7 +288,6 @@ def admit_pod(
             _aligned(policy, events, AlignScope.CONTAINER, ok=True)
         return Admission(hints=chosen, exclusive_requests=exclusive)
     best, admit = _merge(policy, _pod_hints(providers, cpu, memory, pod, devices), None, steps)
-    pod_level = uses_pod_level_path(pod)
     if not admit:
         _aligned(policy, events, AlignScope.POD, ok=False)
         raise TopologyAffinityError(

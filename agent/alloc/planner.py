@@ -35,6 +35,7 @@ from types import MappingProxyType
 from agent.alloc.admission import Providers, admit_pod
 from agent.alloc.cpumanager import CPUManagerPolicy, CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
 from agent.alloc.cpumanager.policy_static import take_options_for
+from agent.alloc.cpumanager.restore import find_stale, missing_entries
 from agent.alloc.devicemanager import DeviceManager
 from agent.alloc.devices import PodDevices
 from agent.alloc.errors import AllocationError, PlacementError, PlannerError
@@ -62,7 +63,7 @@ from agent.alloc.state import (
     validate_node_state,
 )
 from agent.alloc.state.readopt import Readoption, choose_reserved, needs_readoption, readopt
-from agent.alloc.tally import AllocationEvent
+from agent.alloc.tally import AllocationEvent, EventKind
 from agent.alloc.topologymanager import NUMAInfo, TopologyManagerPolicy, TopologyManagerScope, ids_of, make_policy
 from agent.alloc.trace import AdmissionTrace, MergeStep
 from agent.alloc.why import pool_reason, request_facts
@@ -254,15 +255,27 @@ class Planner:
     ) -> Decision:
         """Admit a pod: allocate whatever it is eligible for, or reject it and change nothing.
 
-        A pod already in the state keeps its allocations (a restart never moves CPUs).
-        ``observed`` (cpusets found on its live cgroups, when rebuilding a lost
-        checkpoint) is kept where it fits; if the pod cannot be admitted around
-        it, it is admitted afresh. ``explain`` adds the walk-through of the
-        admission to the decision (``Decision.trace``). ``devices`` are the
-        devices its containers hold (None: unknown, or none): the device
+        A pod already in the state keeps its allocations (a restart never moves CPUs),
+        unless they break the stale rule (:mod:`agent.alloc.cpumanager.restore`):
+        then they are released and the pod admitted afresh, and the decision says
+        so (an :class:`~agent.alloc.tally.AllocationEvent`); a pod that no longer
+        fits then holds nothing. One that holds a prefix of its entries gets the
+        rest. ``observed`` (cpusets found on its live cgroups, when rebuilding a
+        lost checkpoint) is kept where it fits and passes the same rule; if the
+        pod cannot be admitted around it, it is admitted afresh. ``explain`` adds
+        the walk-through of the admission to the decision (``Decision.trace``).
+        ``devices`` are the devices its containers hold (None: unknown, or none): the device
         manager hints from them, and the decision keeps them for the plan.
         """
         existing = self._state.pods.get(pod.uid)
+        if existing is not None and self._unfinished(pod):
+            # Restored CPUs that break the stale rule, or a prefix of the pod's entries: admitted again from the
+            # state that holds them, so the admission releases and reports the stale ones or completes the
+            # prefix; a pod that no longer fits then holds nothing.
+            decision = self._admit(pod, self._state.cpu.copy(), explain=explain, devices=devices)
+            if not decision.admitted:
+                self.release(pod.uid)
+            return decision
         if existing is not None:
             return Decision(
                 uid=pod.uid,
@@ -280,13 +293,26 @@ class Planner:
                 pod,
                 observed,
                 self._cpu.available(cpu),
-                pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD,
+                # The KEP-5526 path (a bubble) needs the pod scope and an aligning policy, as in admit_pod.
+                pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD
+                and self.config.topology_manager_policy != TopologyManagerPolicy.NONE,
             )
             if kept or pod.uid in cpu.pod_entries:
                 decision = self._admit(pod, cpu, kept=tuple(kept), explain=explain, devices=devices)
                 if decision.admitted:
                     return decision
         return self._admit(pod, self._state.cpu.copy(), explain=explain, devices=devices)
+
+    def _unfinished(self, pod: PodView) -> bool:
+        """The CPUs a restored pod holds break the stale rule, or lack some of its containers' entries
+        (:mod:`agent.alloc.cpumanager.restore`).
+
+        Judged by the state's own shape: a pod admitted under another scope or policy keeps its path.
+        """
+        if self._cpu is None:
+            return False
+        cpu = self._state.cpu
+        return find_stale(cpu, pod, bubble_path=None) is not None or bool(missing_entries(cpu, pod))
 
     def _trace(
         self, pod: PodView, steps: list[MergeStep] | None, request: RequestFacts | None, error: PlacementError | None
@@ -380,7 +406,7 @@ class Planner:
             numa_affinity=numa,
             exclusive_containers=admission.exclusive_requests,
             pod_level=admission.pod_level,
-            kept_observed=kept,
+            kept_observed=() if any(e.kind == EventKind.STALE for e in events) else kept,
             trace=self._trace(pod, steps, request, None),
             devices=devices,
             allocations=tuple(events),

@@ -42,6 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from agent.alloc.cpumanager.restore import StaleAllocation
+
 __all__ = ["AlignBoundary", "AlignScope", "AllocationEvent", "EventKind"]
 
 
@@ -69,19 +71,22 @@ class EventKind(StrEnum):
     """An aligned allocation (``aligned_compute_resources`` or its ``_failure`` twin)."""
     MEMORY_PINNING = "memory_pinning"
     """A Static memory policy allocation (``memory_pinning_requests``, and ``memory_pinning_errors`` when it failed)."""
+    STALE = "stale"
+    """A restored allocation that could not be kept, released before the pod was allocated afresh."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AllocationEvent:
     """One count: an allocation attempt or an alignment outcome, and whether it succeeded.
 
-    ``scope`` and ``boundary`` are set for :attr:`EventKind.ALIGNMENT` only.
+    ``scope`` and ``boundary`` are set for :attr:`EventKind.ALIGNMENT` only, ``stale`` for :attr:`EventKind.STALE`.
     """
 
     kind: EventKind
     ok: bool
     scope: AlignScope | None = None
     boundary: AlignBoundary | None = None
+    stale: StaleAllocation | None = None
 
     @classmethod
     def pinning(cls, *, ok: bool) -> AllocationEvent:
@@ -97,3 +102,8 @@ class AllocationEvent:
     def alignment(cls, scope: AlignScope, boundary: AlignBoundary, *, ok: bool) -> AllocationEvent:
         """An allocation the kubelet counts as aligned (``ok``) or failing to align."""
         return cls(kind=EventKind.ALIGNMENT, ok=ok, scope=scope, boundary=boundary)
+
+    @classmethod
+    def released_stale(cls, stale: StaleAllocation) -> AllocationEvent:
+        """A restored allocation that broke the stale rule and was released."""
+        return cls(kind=EventKind.STALE, ok=False, stale=stale)

@@ -398,7 +398,17 @@ class Reconciler:
             if self.planner.is_admitted(view.uid):
                 if view.uid not in self._decisions:  # restored from the checkpoint: its plan names its devices
                     held = self.devices.held(view) if self.devices is not None else None
-                    self._decisions[view.uid] = self.planner.admit(view, devices=held)
+                    start = self.clock()
+                    decision = self.planner.admit(view, devices=held)
+                    self._decisions[view.uid] = decision
+                    if not decision.already_admitted:  # the CPUs it held were stale: it was admitted again
+                        changed = True
+                        self._dirty.add(view.uid)
+                        if decision.admitted:
+                            plan = self.planner.plan([view], self._decisions).pods[0]
+                            self.reporter.admitted(decision, plan, self.clock() - start)
+                        else:
+                            self.reporter.rejected(decision, self.clock() - start)
                 continue
             if self._rejected_at.get(view.uid) == self._epoch:
                 continue

@@ -170,11 +170,28 @@ class Reporter:
         self.events.warning(ref, reason, message)
 
     # -- decisions --------------------------------------------------------------------------
+    def _stale(self, decision: Decision) -> None:
+        """A restored allocation the planner released as stale: a warning line and a Warning Event."""
+        for event in decision.allocations:
+            if event.stale is None:
+                continue
+            self.log.warning(
+                "pod.stale_allocation",
+                namespace=decision.namespace,
+                pod=decision.name,
+                uid=decision.uid,
+                cause=event.stale.cause,
+                detail=event.stale.detail,
+                released=str(event.stale.released),
+            )
+            self._warn_once(_ref(decision), "PodpinStaleAllocation", event_message(event.stale.message()))
+
     def admitted(self, decision: Decision, plan: PodPlan | None, seconds: float) -> None:
         self._rejections.pop(decision.uid, None)
         self.metrics.admission_requests.inc()
         self.metrics.admission_duration.observe(seconds)
         self.metrics.count_allocations(decision.allocations)
+        self._stale(decision)
         fields: dict[str, Any] = {"numa": list(decision.numa_affinity or ())}
         if plan is not None:
             fields["bubble"] = str(plan.bubble) if plan.bubble is not None else None
@@ -197,6 +214,7 @@ class Reporter:
         self.metrics.admission_duration.observe(seconds)
         self.metrics.admission_errors.labels(reason=decision.reason or "UnexpectedAdmissionError").inc()
         self.metrics.count_allocations(decision.allocations)
+        self._stale(decision)
         request = rejection_text(decision.facts) if decision.facts is not None else None
         # Once per change of its reason: the same refusal on every release of other pods is a debug line.
         shape = (decision.reason or "", _DIGITS.sub("N", decision.message or ""))

@@ -5,17 +5,35 @@ shaped to hit the merge's corner cases often: masks come from a small pool so
 that lists agree on a mask (preferred permutations) as often as they don't,
 distances come from a small alphabet so that ties happen, and node ids are
 sometimes not 0..N-1 and hints sometimes name a node the machine lacks.
+
+Pods (``pod_specs``) mix classic and pod-level pods with app, init and sidecar
+containers, exclusive and sharing; ``restore_damage`` is what a restart can do
+to the CPUs a pod held (a container lost, one container's CPUs on another, CPUs
+back in the shared pool).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
 
 from hypothesis import strategies as st
 
 from agent.alloc.topologymanager import MAX_NUMA_ID, NUMAInfo, ProviderHints, TopologyHint, mask_of
+from agent.quantity import cpu_millis
+from tests.support.podfactory import container, make_pod, resources, sidecar
 
-__all__ = ["MergeInput", "lattice_sets", "merge_inputs", "numa_infos"]
+__all__ = [
+    "Amounts",
+    "Damage",
+    "MergeInput",
+    "container_specs",
+    "lattice_sets",
+    "merge_inputs",
+    "numa_infos",
+    "pod_specs",
+    "restore_damage",
+]
 
 #: Distances from a few values so equal averages (tie-breaks) are common; the
 #: diagonal is usually 10, as SLIT has it, but not always.
@@ -145,3 +163,68 @@ def lattice_sets(draw: st.DrawFn, *, max_bits: int = 6, max_sets: int = 12) -> t
     positions = st.sets(st.integers(0, size - 1), min_size=size // 2 if dense else 0, max_size=size)
     sets = draw(st.lists(positions, max_size=max_sets))
     return size_bits, [sum(1 << position for position in members) for members in sets]
+
+
+class Amounts(TypedDict, total=False):
+    """Container resources as keyword arguments of ``container``/``sidecar``."""
+
+    cpu: str
+    memory: str
+    cpu_request: str
+    cpu_limit: str
+    memory_request: str
+    memory_limit: str
+
+
+#: An exclusive candidate, or one of three shared containers.
+container_specs = st.one_of(
+    st.integers(1, 4).map(lambda n: Amounts(cpu=str(n), memory="256Mi")),
+    st.sampled_from(
+        [
+            Amounts(cpu_request="100m", cpu_limit="500m", memory_request="64Mi", memory_limit="128Mi"),
+            Amounts(cpu="250m", memory="64Mi"),
+            Amounts(),
+        ]
+    ),
+)
+
+
+@st.composite
+def pod_specs(draw: st.DrawFn, index: int) -> dict[str, Any]:
+    """A random raw pod ``pod<index>``: classic or pod-level, with app, init and sidecar containers."""
+    apps = draw(st.lists(container_specs, min_size=1, max_size=3))
+    inits = draw(st.lists(st.tuples(st.booleans(), container_specs), max_size=2))
+    pod_level = draw(st.booleans())
+    containers = [container(f"app{i}", **spec) for i, spec in enumerate(apps)]
+    init_containers = [
+        sidecar(f"side{i}", **spec) if restartable else container(f"init{i}", **spec)
+        for i, (restartable, spec) in enumerate(inits)
+    ]
+    pod_resources = None
+    if pod_level:
+        # The API server's rules: pod requests >= aggregate container requests, no container limit above the pod's.
+        requested = [spec.get("cpu_request") or spec.get("cpu") for spec in apps + [spec for _, spec in inits]]
+        whole = [-(-cpu_millis(cpu) // 1000) for cpu in requested if cpu]
+        budget = max(sum(whole), 4) + draw(st.integers(0, 3))
+        pod_resources = resources(cpu=str(budget), memory="4Gi")
+    return make_pod(f"pod{index}", containers=containers, init_containers=init_containers, pod_resources=pod_resources)
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """One thing a restart did to a pod's CPU entries, naming containers by their index in spec order.
+
+    ``drop``: container ``first`` lost its entry (a gap, or a shorter prefix); ``copy``: container ``second``
+    holds what ``first`` holds (a state written by a podpin that planned two containers on one CPU); ``leak``:
+    ``first``'s CPUs are in the shared pool as well (a state the kubelet's own check would refuse).
+    """
+
+    kind: Literal["drop", "copy", "leak"]
+    first: int
+    second: int
+
+
+def restore_damage(*, leaks: bool) -> st.SearchStrategy[list[Damage]]:
+    """Up to three damages to apply in order (``leaks``: whether CPUs may also sit in the shared pool)."""
+    kinds = st.sampled_from(["drop", "copy", "leak"] if leaks else ["drop", "copy"])
+    return st.lists(st.builds(Damage, kinds, st.integers(0, 7), st.integers(0, 7)), max_size=3)

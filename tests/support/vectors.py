@@ -2,9 +2,10 @@
 
 The directory is ``$KUBELET_VECTORS`` when set, else ``../shared/kubelet-vectors``
 next to the checkout when present, else the project's own copy in
-``tests/data/kubelet-vectors`` (so the suite runs on a clean machine). Each case
-becomes one pytest parameter whose id is the case's ``id``; code under test never
-sees ids, only the inputs.
+``tests/data/kubelet-vectors`` (so the suite runs on a clean machine). A file, or a
+topology fixture, that directory lacks is read from the project's copy: files
+transcribed later live there first. Each case becomes one pytest parameter whose
+id is the case's ``id``; code under test never sees ids, only the inputs.
 """
 
 from __future__ import annotations
@@ -33,10 +34,30 @@ def vectors_dir() -> Path:
     return _SHARED if _SHARED.is_dir() else _OWN_COPY
 
 
+def _path(name: str) -> Path:
+    found = vectors_dir() / name
+    return found if found.is_file() else _OWN_COPY / name
+
+
+def names() -> list[str]:
+    """Every vectors file: those of :func:`vectors_dir`, and those only the project's copy has."""
+    return sorted({p.name for p in vectors_dir().glob("*.json")} | {p.name for p in _OWN_COPY.glob("*.json")})
+
+
 @cache
 def load(name: str) -> Any:
-    """The parsed JSON of one vectors file."""
-    return json.loads((vectors_dir() / name).read_text())
+    """The parsed JSON of one vectors file (from the project's copy when :func:`vectors_dir` lacks it)."""
+    return json.loads(_path(name).read_text())
+
+
+@cache
+def _own(name: str) -> Any:
+    return json.loads((_OWN_COPY / name).read_text())
+
+
+def topology_names() -> list[str]:
+    """Every fixture of ``topologies.json``, the project's copy's included."""
+    return sorted(set(load("topologies.json")) | set(_own("topologies.json")))
 
 
 def cases(name: str, *, kind: str | None = None, key: str | None = None) -> list[Any]:
@@ -58,7 +79,8 @@ def topology(name: str) -> Topology:
 
     The declared counters are kept as given; ``uncore`` becomes the L3 id.
     """
-    fixture = load("topologies.json")[name]
+    fixtures = load("topologies.json")
+    fixture = fixtures[name] if name in fixtures else _own("topologies.json")[name]
     cpus = tuple(
         CPU(id=c["cpu"], core=c["core"], socket=c["socket"], numa=c["numa"], l3=c["uncore"])
         for c in sorted(fixture["cpus"], key=lambda c: c["cpu"])

@@ -23,6 +23,7 @@ from agent.alloc.cpumanager.assignment import TakeOptions, take_by_topology
 from agent.alloc.cpumanager.assignment.accumulator import not_enough
 from agent.alloc.cpumanager.hints import cpu_hints
 from agent.alloc.cpumanager.options import CPUPolicyOptions
+from agent.alloc.cpumanager.restore import release_stale
 from agent.alloc.cpumanager.state import CPUState
 from agent.alloc.errors import AllocationError, EmptyPodSharedPoolError, SMTAlignmentError
 from agent.alloc.pod_budget import validate_pod_budget
@@ -270,6 +271,11 @@ class StaticCPUPolicy:
 
         A bubble restored from the state is reused as-is; only containers
         without an assignment are (re)computed from it, with the same rules.
+        A restored allocation that breaks the stale rule
+        (:mod:`agent.alloc.cpumanager.restore`) is released first and the pod
+        allocated from scratch, as the kubelet does since PR 141041 (inside an
+        admission :func:`~agent.alloc.admission.admit_pod` has already released
+        and reported it).
 
         Raises:
             EmptyPodSharedPoolError: the exclusive containers leave no pod shared pool.
@@ -280,6 +286,7 @@ class StaticCPUPolicy:
         if total == 0:
             return None
         validate_pod_budget(pod, "cpu", total, lambda c: container_exclusive_cpus(pod, c))
+        release_stale(state, pod, pod_level=True)
         bubble = state.pod_entries.get(pod.uid)
         if bubble is None:
             self._check_smt(state, total)
@@ -288,6 +295,12 @@ class StaticCPUPolicy:
         return self._partition(state, pod, bubble)
 
     def _partition(self, state: CPUState, pod: PodView, bubble: CPUSet) -> PodCPUAllocation:
+        """Give every container of the pod its part of ``bubble``.
+
+        Exclusive slices already held are kept (they are a prefix in spec order: the stale rule); a sharing
+        container's set is derived from the slices, so it is always computed again, and equals the one held
+        whenever that one was consistent with the slices.
+        """
         exclusive: list[str] = []
         shared: list[str] = []
         slices: list[CPUSet] = []
@@ -295,11 +308,10 @@ class StaticCPUPolicy:
         deferred: list[ContainerView] = []
 
         def assign(container: ContainerView, cpus: CPUSet, is_exclusive: bool) -> None:
-            existing = state.get(pod.uid, container.name)
-            state.set(pod.uid, container.name, existing if existing is not None else cpus)
+            state.set(pod.uid, container.name, cpus)
             (exclusive if is_exclusive else shared).append(container.name)
             if is_exclusive:
-                slices.append(existing if existing is not None else cpus)
+                slices.append(cpus)
 
         def slice_for(container: ContainerView, pool: CPUSet, count: int) -> CPUSet:
             existing = state.get(pod.uid, container.name)

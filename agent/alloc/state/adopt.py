@@ -6,7 +6,9 @@ the state has to be rebuilt, each pod's observed cpusets are offered to the
 planner as if restored from a checkpoint: exclusive slices of the right size,
 on assignable CPUs nobody else holds, are kept; a pod bubble is kept when the
 pod cgroup (or the union of its containers) has exactly the pod's budget and
-contains the kept slices. The kubelet's restart paths (``Allocate`` skips a
+contains the kept slices, and with it the pod shared pool its sharing
+containers hold. What is kept then passes the stale rule
+(:mod:`agent.alloc.cpumanager.restore`) like a restored checkpoint. The kubelet's restart paths (``Allocate`` skips a
 container already in the state; ``AllocatePod`` reuses a restored bubble) then
 compute only what is missing. Observations that do not fit are dropped, never
 forced.
@@ -45,13 +47,17 @@ def seed_observed(
         pod_scope: pod-level pods get a bubble (topologyManagerScope pod).
     """
     kept: dict[str, CPUSet] = {}
+    sharing: dict[str, CPUSet] = {}
     claimed = CPUSet()
     for container in pod.all_containers:
         want = container_exclusive_cpus(pod, container)
         cpus = observed.containers.get(container.name)
-        if want == 0 or cpus is None or len(cpus) != want or not cpus.is_subset_of(assignable):
+        if cpus is None or not cpus.is_subset_of(assignable):
             continue
-        if container.kind != ContainerKind.INIT and not cpus.is_disjoint(claimed):
+        if want == 0:
+            sharing[container.name] = cpus
+            continue
+        if len(cpus) != want or (container.kind != ContainerKind.INIT and not cpus.is_disjoint(claimed)):
             continue
         kept[container.name] = cpus
         if container.kind != ContainerKind.INIT:
@@ -67,6 +73,17 @@ def seed_observed(
                 break
         if total and bubble is None:
             kept = {}
+        if bubble is not None:
+            # Sharing containers of a bubble hold the pod shared pool (a regular init one: the bubble minus the
+            # sidecars before it); kept too, so the entries stay a prefix in spec order.
+            for container in pod.all_containers:
+                cpus = sharing.get(container.name)
+                if (
+                    cpus is not None
+                    and cpus <= bubble
+                    and (container.kind == ContainerKind.INIT or cpus.is_disjoint(claimed))
+                ):
+                    kept[container.name] = cpus
     for name, cpus in kept.items():
         state.set(pod.uid, name, cpus)
         state.default = state.default - cpus

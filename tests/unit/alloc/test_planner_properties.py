@@ -1,70 +1,30 @@
-"""Planner invariants under random pod sequences (hypothesis)."""
+"""Planner invariants under random pod sequences and random restores (hypothesis)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from dataclasses import replace
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.alloc import Planner
-from agent.alloc.state import state_from_checkpoint, state_to_checkpoint, validate_node_state
+from agent.alloc import PlacementError, Plan, Planner, Pool
+from agent.alloc.admission import Providers, admit_pod
+from agent.alloc.cpumanager import CPUState, StaticCPUPolicy
+from agent.alloc.memorymanager import MemoryState
+from agent.alloc.state import Observed, state_from_checkpoint, state_to_checkpoint, validate_node_state
+from agent.alloc.topologymanager import NUMAInfo, make_policy
 from agent.config import config_from_mapping
 from agent.cpuset import CPUSet
+from agent.pods import ContainerKind, PodView, container_exclusive_cpus
 from agent.pods.model import pod_from_dict
-from agent.quantity import cpu_millis
 from tests.support.machines import machine
-from tests.support.podfactory import container, make_pod, resources, sidecar
+from tests.support.strategies import Damage, pod_specs, restore_damage
 
 TOPOLOGY = machine(sockets=2, numa_per_socket=2, cores_per_numa=4, threads=2, memory_gib=8)
 
 
-class Amounts(TypedDict, total=False):
-    """Container resources as keyword arguments of ``container``/``sidecar``."""
-
-    cpu: str
-    memory: str
-    cpu_request: str
-    cpu_limit: str
-    memory_request: str
-    memory_limit: str
-
-
-#: An exclusive candidate, or one of three shared containers.
-container_specs = st.one_of(
-    st.integers(1, 4).map(lambda n: Amounts(cpu=str(n), memory="256Mi")),
-    st.sampled_from(
-        [
-            Amounts(cpu_request="100m", cpu_limit="500m", memory_request="64Mi", memory_limit="128Mi"),
-            Amounts(cpu="250m", memory="64Mi"),
-            Amounts(),
-        ]
-    ),
-)
-
-
-@st.composite
-def pod_specs(draw: st.DrawFn, index: int) -> dict[str, Any]:
-    """A random pod: classic or pod-level, with app, init and sidecar containers."""
-    apps = draw(st.lists(container_specs, min_size=1, max_size=3))
-    inits = draw(st.lists(st.tuples(st.booleans(), container_specs), max_size=2))
-    pod_level = draw(st.booleans())
-    containers = [container(f"app{i}", **spec) for i, spec in enumerate(apps)]
-    init_containers = [
-        sidecar(f"side{i}", **spec) if restartable else container(f"init{i}", **spec)
-        for i, (restartable, spec) in enumerate(inits)
-    ]
-    pod_resources = None
-    if pod_level:
-        # The API server's rules: pod requests >= aggregate container requests, no container limit above the pod's.
-        requested = [spec.get("cpu_request") or spec.get("cpu") for spec in apps + [spec for _, spec in inits]]
-        whole = [-(-cpu_millis(cpu) // 1000) for cpu in requested if cpu]
-        budget = max(sum(whole), 4) + draw(st.integers(0, 3))
-        pod_resources = resources(cpu=str(budget), memory="4Gi")
-    return make_pod(f"pod{index}", containers=containers, init_containers=init_containers, pod_resources=pod_resources)
-
-
-def _pod(raw: dict[str, Any]) -> Any:
+def _pod(raw: dict[str, Any]) -> PodView:
     return pod_from_dict(raw)
 
 
@@ -140,3 +100,139 @@ def test_random_sequences_keep_invariants(
         planner.release(pod.uid)
     final = planner.snapshot()
     assert (initial.cpu.default, {}, {}) == (final.cpu.default, final.cpu.assignments, final.cpu.pod_entries)
+
+
+# -- restores ---------------------------------------------------------------------------------
+POLICIES = st.sampled_from(["best-effort", "restricted", "single-numa-node"])
+SCOPES = st.sampled_from(["pod", "container"])
+
+
+def _damage(pod: PodView, cpu: CPUState, damages: list[Damage]) -> None:
+    """Apply ``damages`` to ``pod``'s entries in ``cpu`` (mutated); the shared set is what nobody holds, then leaks."""
+    names = [c.name for c in pod.all_containers]
+    entries = cpu.assignments.setdefault(pod.uid, {})
+    leaked = CPUSet()
+    for damage in damages:
+        first, second = names[damage.first % len(names)], names[damage.second % len(names)]
+        if damage.kind == "drop":
+            entries.pop(first, None)
+        elif damage.kind == "copy" and first in entries:
+            entries[second] = entries[first]
+        elif damage.kind == "leak" and first in entries:
+            leaked = leaked | entries[first]
+    if not entries:
+        del cpu.assignments[pod.uid]
+    cpu.default = TOPOLOGY.online_cpus - cpu.assigned() | leaked
+
+
+def _no_double_owner(pods: list[PodView], cpu: CPUState) -> None:
+    """No CPU of an exclusive sidecar or app container is another's, nor in the node shared pool or a pod shared
+    pool (regular init containers run first and are left out)."""
+    owners: dict[int, str] = {}
+    pools = cpu.default
+    for pod in pods:
+        for c in pod.all_containers:
+            cpus = cpu.get(pod.uid, c.name)
+            if cpus is None or c.kind == ContainerKind.INIT:
+                continue  # a regular init container runs before the others: its CPUs are theirs to reuse
+            if container_exclusive_cpus(pod, c) == 0:
+                pools = pools | cpus
+            else:
+                for cpu_id in cpus:
+                    assert f"{pod.uid}/{c.name}" == owners.setdefault(cpu_id, f"{pod.uid}/{c.name}")
+    assert CPUSet(owners).is_disjoint(pools)
+
+
+def _plan_has_no_double_owner(plan: Plan) -> None:
+    """The same, read from a plan."""
+    owners: dict[int, str] = {}
+    pools = plan.shared_pool
+    for pod_plan in plan.pods:
+        for c in pod_plan.containers:
+            if c.kind == ContainerKind.INIT:
+                continue
+            if c.pool != Pool.EXCLUSIVE:
+                pools = pools | c.cpus
+            else:
+                for cpu_id in c.cpus:
+                    assert f"{pod_plan.uid}/{c.name}" == owners.setdefault(cpu_id, f"{pod_plan.uid}/{c.name}")
+    assert CPUSet(owners).is_disjoint(pools)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    others=st.integers(0, 3),
+    damages=restore_damage(leaks=False),
+    stored=st.booleans(),
+    policy=POLICIES,
+    scope=SCOPES,
+)
+def test_a_restored_pod_never_shares_an_exclusive_cpu(
+    data: st.DataObject, others: int, damages: list[Damage], stored: bool, policy: str, scope: str
+) -> None:
+    """A pod restored from a damaged checkpoint (stored) or from damaged cgroups (observed) — gaps, a shorter
+    prefix, two containers on one set — is admitted without any CPU of an exclusive container going to a second
+    exclusive container or to any pool; the state stays valid.
+
+    Failed before the stale rule: a gap planned the earlier container on the CPUs a later one kept.
+    """
+    config = config_from_mapping(
+        {"reservedSystemCPUs": "0,16", "topologyManagerPolicy": policy, "topologyManagerScope": scope}, env={}
+    ).planner
+    pods = [_pod(data.draw(pod_specs(i))) for i in range(others + 1)]
+    target = pods[-1]
+    first = Planner(TOPOLOGY, config)
+    for pod in pods:
+        first.admit(pod)
+    cpu = first.snapshot().cpu.copy()
+    _damage(target, cpu, damages)
+    if stored:
+        planner = Planner(TOPOLOGY, config, replace(first.snapshot(), cpu=cpu))
+        for pod in pods[:-1]:
+            planner.admit(pod)
+        decision = planner.admit(target)
+    else:
+        planner = Planner(TOPOLOGY, config)
+        for pod in pods[:-1]:
+            planner.admit(pod)
+        seen = Observed(containers=dict(cpu.assignments.get(target.uid, {})), pod=cpu.pod_entries.get(target.uid))
+        decision = planner.admit(target, seen)
+    _check(planner)
+    plan = planner.plan(pods, {target.uid: decision})
+    _plan_has_no_double_owner(plan)
+    _no_double_owner(pods, planner.snapshot().cpu)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), damages=restore_damage(leaks=True), policy=POLICIES, scope=SCOPES)
+def test_admission_from_a_damaged_state_never_shares_an_exclusive_cpu(
+    data: st.DataObject, damages: list[Damage], policy: str, scope: str
+) -> None:
+    """The core alone (``admit_pod``), from states the planner would refuse to adopt as well (a pod's CPUs also in
+    the shared pool): after the admission no CPU of an exclusive container is a second one's or in any pool.
+
+    Failed before the stale rule: CPUs left in the shared pool stayed the pod's and the shared set's at once.
+    """
+    config = config_from_mapping(
+        {"reservedSystemCPUs": "0,16", "topologyManagerPolicy": policy, "topologyManagerScope": scope}, env={}
+    ).planner
+    pod = _pod(data.draw(pod_specs(0)))
+    planner = Planner(TOPOLOGY, config)
+    planner.admit(pod)
+    cpu = planner.snapshot().cpu.copy()
+    _damage(pod, cpu, damages)
+    numa = NUMAInfo.from_topology(TOPOLOGY)
+    cpu_policy = StaticCPUPolicy(TOPOLOGY, config.cpu_policy_options, planner.reserved, numa)
+    try:
+        admit_pod(
+            pod,
+            policy=make_policy(config.topology_manager_policy, numa),
+            scope=config.topology_manager_scope,
+            providers=Providers(cpu=cpu_policy, memory=None),
+            cpu=cpu,
+            memory=MemoryState(),
+        )
+    except PlacementError:
+        return  # a rejected admission's states are dropped
+    _no_double_owner([pod], cpu)

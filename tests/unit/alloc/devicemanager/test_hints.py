@@ -72,18 +72,18 @@ CASES = [
         expected=None,
     ),
     Case(
-        name="held device on NUMA 1, the other reports none: {1} preferred, {0,1} not",
+        name="held device on NUMA 1, the other reports none: {1} alone (no device on NUMA 0 to widen to)",
         request=1,
         devices=node(("Dev1", ()), ("Dev2", (1,))),
         held=("Dev2",),
-        expected=[hint([1], True), hint([0, 1], False)],
+        expected=[hint([1], True)],
     ),
     Case(
-        name="kubelet 'all already allocated to container': two held on NUMA 0 give {0} preferred, {0,1} not",
+        name="kubelet 'all already allocated to container': two held on NUMA 0 give {0} alone, preferred",
         request=2,
         devices=node(("Dev1", (0,)), ("Dev2", (0,))),
         held=("Dev1", "Dev2"),
-        expected=[hint([0], True), hint([0, 1], False)],
+        expected=[hint([0], True)],
     ),
     Case(
         name="kubelet 'less already allocated than requested': impossible (empty)",
@@ -213,8 +213,9 @@ def test_pod_request_aggregates_sidecars_and_init_containers() -> None:
 def _reference(
     numa: NUMAInfo, everything: list[tuple[int, ...]], held: list[tuple[int, ...]], request: int
 ) -> set[TopologyHint]:
-    """generateDeviceTopologyHints over every subset, written out plainly."""
-    nodes, min_size, found = numa.nodes, len(numa.nodes), []
+    """generateDeviceTopologyHints over every subset of the nodes hosting a device, written out plainly."""
+    nodes = tuple(n for n in numa.nodes if any(n in d for d in everything)) or numa.nodes
+    min_size, found = len(nodes), []
     for size in range(1, len(nodes) + 1):
         for combo in combinations(nodes, size):
             if size < min_size and sum(1 for d in everything if set(d) & set(combo)) >= request:
@@ -227,10 +228,14 @@ def _reference(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_many_nodes_lattice_equals_listing(data: st.DataObject) -> None:
-    """Beyond 8 NUMA nodes the hints come as a bitmap; it names exactly the hints of the plain listing."""
-    numa = NUMAInfo(nodes=tuple(range(9)))
-    node_ids = st.sampled_from(numa.nodes)
-    everything = data.draw(st.lists(st.lists(node_ids, min_size=1, max_size=2).map(tuple), min_size=1, max_size=6))
+    """Beyond 8 NUMA nodes hosting devices the hints come as a bitmap; it names exactly the hints of the plain
+    listing, over the nodes that host a device only (node 9 hosts none here)."""
+    numa = NUMAInfo(nodes=tuple(range(10)))
+    node_ids = st.sampled_from(numa.nodes[:9])
+    background = [(n,) for n in range(9)]
+    everything = background + data.draw(
+        st.lists(st.lists(node_ids, min_size=1, max_size=2).map(tuple), min_size=1, max_size=6)
+    )
     held = data.draw(st.lists(st.sampled_from(everything), min_size=1, max_size=3))
     request = len(held)
     node_devices = {f"d{i}": numa_ids for i, numa_ids in enumerate(everything)}
@@ -238,3 +243,24 @@ def test_many_nodes_lattice_equals_listing(data: st.DataObject) -> None:
     got = held_device_hints(numa, {**node_devices, **held_devices}, held_devices, request)
     assert isinstance(got, HintList)
     assert _reference(numa, everything + held, held, request) == set(listed_hints(got))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_nodes_without_a_device_of_the_resource_change_no_hint(data: st.DataObject) -> None:
+    """The kubelet looks only at the NUMA nodes hosting a device of the resource (``deviceNUMANodes``, v1.36):
+    a machine with more nodes that host none gives exactly the same hints, and no hint names such a node.
+
+    Failed before: every subset of the machine's nodes was a candidate, so a GPU on NUMA 1 also gave {0,1}.
+    """
+    hosting = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True).map(sorted))
+    extra = data.draw(st.lists(st.integers(6, 9), max_size=3, unique=True))
+    devices = data.draw(
+        st.lists(st.lists(st.sampled_from(hosting), min_size=1, max_size=2).map(tuple), min_size=1, max_size=5)
+    )
+    node_devices = {f"d{i}": numa for i, numa in enumerate(devices)}
+    held_ids = data.draw(st.lists(st.sampled_from(sorted(node_devices)), min_size=1, max_size=3, unique=True))
+    held = {name: node_devices[name] for name in held_ids}
+    alone = held_device_hints(NUMAInfo(nodes=tuple(hosting)), node_devices, held, len(held))
+    wider = held_device_hints(NUMAInfo(nodes=tuple(sorted(hosting + extra))), node_devices, held, len(held))
+    assert set(listed_hints(alone)) == set(listed_hints(wider))

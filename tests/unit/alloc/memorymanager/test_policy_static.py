@@ -197,6 +197,21 @@ class TestPodLevel:
         policy.allocate_pod(memory, p, 1, True)
         assert reserved == memory.machine[0].tables["memory"].reserved
 
+    @pytest.mark.parametrize("kept", [(), ("mesh",), ("db",), ("warm", "log"), ("mesh", "log"), ("db", "log")])
+    def test_restore_with_a_gap_gives_every_container_its_fresh_blocks(self, kept: tuple[str, ...]) -> None:
+        """Issue 17's overlap check for memory: whatever subset of container blocks survived a restart (gaps
+        included), completing the pod gives every container exactly its fresh blocks and reserves nothing again,
+        because sizes come from the spec and the pod total, never from what is left (memory is partitioned
+        logically), so the CPU stale rule has no memory counterpart."""
+        policy = StaticMemoryPolicy()
+        fresh = state()
+        p = self.kep_pod()
+        policy.allocate_pod(fresh, p, 1, True)
+        restored = fresh.copy()
+        restored.blocks[p.uid] = {name: blocks for name, blocks in fresh.blocks[p.uid].items() if name in kept}
+        policy.allocate_pod(restored, p, 1, True)
+        assert (fresh.blocks[p.uid], fresh.machine) == (restored.blocks[p.uid], restored.machine)
+
     def test_release_returns_the_whole_budget(self) -> None:
         """Releasing a pod-level pod frees its pod-level reservation exactly."""
         memory = state()
