@@ -111,13 +111,8 @@ class CoreCalls:
     ) -> Any:
         """``PATCH /api/v1/namespaces/{namespace}/pods/{name}/status`` (strategic merge patch: a condition is merged
         into ``status.conditions`` by its ``type``, the others stay)."""
-        return self._call(
-            "PATCH",
-            "/api/v1/namespaces/{namespace}/pods/{name}/status",
-            path_params={"namespace": namespace, "name": name},
-            body=dict(body),
-            content_type="application/strategic-merge-patch+json",
-            request_timeout=_request_timeout,
+        return self._merge_patch(
+            "/api/v1/namespaces/{namespace}/pods/{name}/status", namespace, name, body, _request_timeout
         )
 
     def create_namespaced_event(self, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None) -> Any:
@@ -135,11 +130,17 @@ class CoreCalls:
         self, name: str, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None
     ) -> Any:
         """``PATCH /api/v1/namespaces/{namespace}/events/{name}`` (strategic merge patch)."""
+        return self._merge_patch(
+            "/api/v1/namespaces/{namespace}/events/{name}", namespace, name, body, _request_timeout
+        )
+
+    def _merge_patch(self, path: str, namespace: str, name: str, body: Mapping[str, Any], request_timeout: Any) -> Any:
+        """A strategic merge patch of one namespaced object (the generated methods' default is JSON Patch)."""
         return self._call(
             "PATCH",
-            "/api/v1/namespaces/{namespace}/events/{name}",
+            path,
             path_params={"namespace": namespace, "name": name},
             body=dict(body),
             content_type="application/strategic-merge-patch+json",
-            request_timeout=_request_timeout,
+            request_timeout=request_timeout,
         )

@@ -109,16 +109,14 @@ def test_every_example_pod_plans(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
+def plan_text(capsys: pytest.CaptureFixture[str], example: str) -> tuple[int, str, str]:
+    """``podpin plan`` of one example pod on the bundled topology, pod scope, as text."""
+    return plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(EXAMPLES / "pods" / example))
+
+
 def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) -> None:
     """Text: a table per pod and a CPU map with owners, reserved and shared CPUs."""
-    status, out, _ = plan(
-        capsys,
-        "--topology",
-        str(TOPOLOGY),
-        "--config",
-        str(POD_SCOPE),
-        str(EXAMPLES / "pods" / "trading-engine-after.yaml"),
-    )
+    status, out, _ = plan_text(capsys, "trading-engine-after.yaml")
     assert 0 == status
     assert "CONTAINER      KIND  POOL        CPUS       NUMA  CPU.MAX" in out
     assert "database       app   exclusive   1-2,17-18  0     max 100000" in out
@@ -129,14 +127,7 @@ def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) 
 
 def test_cpu_map_draws_an_init_containers_slice_with_its_later_owner(capsys: pytest.CaptureFixture[str]) -> None:
     """The init container's CPU, reused by the pod shared pool once it finished, shows both owners, as the legend."""
-    status, out, _ = plan(
-        capsys,
-        "--topology",
-        str(TOPOLOGY),
-        "--config",
-        str(POD_SCOPE),
-        str(EXAMPLES / "pods" / "postgres-with-sidecars.yaml"),
-    )
+    status, out, _ = plan_text(capsys, "postgres-with-sidecars.yaml")
     legend = out.split("legend\n")[1].splitlines()
     assert (0, True) == (status, "    core 0      0 R        16 P1/E1" in out.splitlines())
     assert (
