@@ -496,7 +496,6 @@ class Agent:
         )
         for assumption in self.config.assumed:
             self.log.warning("config.assumed", assumption=assumption)
-
         try:
             return self._loop()
         finally:
