@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # podpin node agent image.
 #
-#   docker build -t podpin:0.1.0 .                                             # on the pinned public Python image
+#   docker build -t podpin:0.2.0 .                                             # on the pinned public Python image
 #   podman build --build-arg BASE=localhost/podpin-base:bookworm -t podpin .   # on a base made by scripts/image-setup
 #
 # BASE is any Debian-like image with a python3 (>= 3.11, as pyproject's requires-python) that has its venv module,

@@ -50,6 +50,7 @@ from agent.alloc import (
     parse_topology_policy_options,
 )
 from agent.cgroups.watch import WatchMode
+from agent.config_layers import LAYER_KEYS, LayerError, flatten_layers
 from agent.cpuset import CPUSet, CPUSetError
 from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
 from agent.podresources import DEFAULT_SOCKET
@@ -63,10 +64,13 @@ __all__ = [
     "AgentConfig",
     "ConfigError",
     "ConfigKey",
+    "LIVE_KEYS",
     "MAX_CONFIG_BYTES",
     "NRTSettings",
     "config_from_mapping",
     "load_config",
+    "node_name_of",
+    "read_config_file",
 ]
 
 #: What the static policy reserves when the configuration reserves no CPU at all, and why (``AgentConfig.assumed``).
@@ -94,6 +98,9 @@ class AgentConfig:
 
     Built only by :func:`config_from_mapping` (or :func:`load_config`), which
     fills every field from :data:`CONFIG_KEYS`; the defaults live there.
+    ``group`` is the node's group section (``agent/config_layers.py``) and
+    ``inherited`` the keys taken from the kubelet's own configuration
+    (``agent/kubelet_config.py``), both set by :func:`agent.node_config.node_config`.
     """
 
     planner: PlannerConfig
@@ -119,6 +126,9 @@ class AgentConfig:
     nri: NRIConfig
     assumed: tuple[str, ...] = ()
     device_wait_timeout: float = 5.0
+    kubelet_config_path: Path | None = None
+    group: str | None = None
+    inherited: tuple[str, ...] = ()
 
 
 Parser = Callable[[str, Any], Any]
@@ -165,6 +175,11 @@ def _string(key: str, value: Any) -> str:
 
 def _path(key: str, value: Any) -> Path:
     return Path(_string(key, value))
+
+
+def _optional_path(key: str, value: Any) -> Path | None:
+    """A path where empty means "none" (``kubeletConfigPath``: then nothing is read)."""
+    return Path(_string(key, value)) if _string(key, value) else None
 
 
 def _optional_string(key: str, value: Any) -> str | None:
@@ -453,6 +468,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "/var/lib/kubelet/cpu_manager_state",
         "read to refuse working next to a pinning kubelet",
     ),
+    _key(
+        "kubeletConfigPath",
+        "kubelet_config_path",
+        _optional_path,
+        "/var/lib/kubelet/config.yaml",
+        "the kubelet's own configuration file: its reservations are taken when podpin states none, and podpin "
+        "refuses to start next to a kubelet that pins CPUs or reserves others (empty: not read)",
+    ),
     _key("dryRun", "dry_run", _bool, False, "decide, log and report; write no cgroup file"),
     _key(
         "metricsBindAddress",
@@ -515,6 +538,10 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
 )
 
 _KNOWN = tuple(sorted(k.key for k in CONFIG_KEYS))
+
+#: Keys whose change a running agent follows without a restart: none of them moves a running pod's CPUs. A change
+#: of any other key is reported (``config.restart_needed``) and waits for the agent's next start.
+LIVE_KEYS = frozenset({"logLevel", "reconcilePeriod", "deviceWaitTimeout"})
 
 #: Largest configuration file read (1 MiB; a real one is a few hundred bytes).
 MAX_CONFIG_BYTES = MAX_DOCUMENT_BYTES
@@ -586,7 +613,8 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
     env = os.environ if env is None else env
     unknown = sorted(set(data) - set(_KNOWN), key=repr)  # keys of any YAML type: 1, null, true
     if unknown:
-        raise ConfigError(f"unknown configuration key {short_repr(unknown[0])} (known keys: {', '.join(_KNOWN)})")
+        where = "only in the file, for its sections" if unknown[0] in LAYER_KEYS else f"known keys: {', '.join(_KNOWN)}"
+        raise ConfigError(f"unknown configuration key {short_repr(unknown[0])} ({where})")
     planner: dict[str, Any] = {}
     agent: dict[str, Any] = {}
     for entry in CONFIG_KEYS:
@@ -606,17 +634,15 @@ def config_from_mapping(data: Mapping[str, Any] | None, *, env: Mapping[str, str
     return config
 
 
-def load_config(path: Path | None, *, env: Mapping[str, str] | None = None) -> AgentConfig:
-    """Read and validate a configuration file (None gives the defaults).
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The configuration file as a mapping, sections and all (``agent/config_layers.py``), not yet validated.
 
     The file is read with the bounds of :mod:`agent.safeparse`: at most
-    :data:`MAX_CONFIG_BYTES`, no YAML anchors or aliases, bounded nesting.
+    :data:`MAX_CONFIG_BYTES`, aliases expanded within bounds, bounded nesting.
 
     Raises:
-        ConfigError: the file cannot be read, is too large, is not YAML, or holds a bad key.
+        ConfigError: the file cannot be read, is too large, is not YAML, or not a mapping.
     """
-    if path is None:
-        return config_from_mapping({}, env=env)
     try:
         with Path(path).open("rb") as file:
             raw = file.read(MAX_CONFIG_BYTES + 1)
@@ -632,7 +658,30 @@ def load_config(path: Path | None, *, env: Mapping[str, str] | None = None) -> A
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     if data is not None and not isinstance(data, Mapping):
         raise ConfigError(f"{path}: the configuration must be a YAML mapping, got {type(data).__name__}")
+    return dict(data or {})
+
+
+def node_name_of(data: Mapping[str, Any], env: Mapping[str, str] | None = None) -> str | None:
+    """The node a configuration is for: its ``nodeName``, else ``$NODE_NAME``."""
+    env = os.environ if env is None else env
+    name = data.get("nodeName")
+    return name if isinstance(name, str) and name else env.get("NODE_NAME") or None
+
+
+def load_config(path: Path | None, *, env: Mapping[str, str] | None = None) -> AgentConfig:
+    """Read and validate a configuration file (None gives the defaults) for this node, without its labels.
+
+    The node's section applies (by ``nodeName`` or ``$NODE_NAME``), group sections do not: they need the node's
+    labels, which :func:`agent.node_config.node_config` reads for the running agent.
+
+    Raises:
+        ConfigError: the file cannot be read, is too large, is not YAML, or holds a bad key.
+    """
+    if path is None:
+        return config_from_mapping({}, env=env)
+    data = read_config_file(path)
     try:
-        return config_from_mapping(data, env=env)
-    except ConfigError as err:
+        layered = flatten_layers(data, node_name_of(data, env), None)
+        return config_from_mapping(layered.mapping, env=env)
+    except (ConfigError, LayerError) as err:
         raise ConfigError(f"{path}: {err}") from err

@@ -41,10 +41,11 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from enum import Enum
 from typing import Any, TextIO
 
 import structlog
-from structlog.typing import Processor
+from structlog.typing import EventDict, Processor
 
 from agent.alloc import ContainerPlan, PodPlan
 from agent.cpuset import CPUSet
@@ -115,6 +116,26 @@ class _PodpinHandler(logging.StreamHandler[TextIO]):
     """The one handler ``configure_logging`` installs; its class marks it for replacement."""
 
 
+def _plain(value: Any) -> Any:
+    """``value`` with every enum member replaced by its value, inside lists, tuples and maps too."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _plain_enums(_logger: Any, _name: str, event: EventDict) -> EventDict:
+    """Console lines print values with ``repr``: a pool would read ``<Pool.EXCLUSIVE: 'exclusive'>``.
+
+    The vocabulary is one word in every output (``docs/style.md``, "Functional core, imperative shell"); JSON lines
+    already print the enums' values, console lines get them from here.
+    """
+    return {key: _plain(value) for key, value in event.items()}
+
+
 def _shared_processors() -> list[Processor]:
     """What every line gets, podpin's and the libraries' alike."""
     return [
@@ -171,7 +192,7 @@ def configure_logging(
     if use_json:
         renderer = [_DICT_TRACEBACKS, structlog.processors.JSONRenderer()]
     else:
-        renderer = [structlog.dev.ConsoleRenderer(colors=_is_tty(out))]
+        renderer = [_plain_enums, structlog.dev.ConsoleRenderer(colors=_is_tty(out))]
     formatter = structlog.stdlib.ProcessorFormatter(
         # A library's line would not say where it came from without its logger's name.
         foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],

@@ -30,7 +30,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from agent import __version__
@@ -38,6 +45,7 @@ from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignme
 from agent.alloc.cpumanager.restore import StaleCause
 from agent.alloc.tally import AlignBoundary, AlignScope, AllocationEvent, EventKind
 from agent.cpuset import CPUSet
+from agent.pods import ContainerKind
 from agent.runtime.vocabulary import IdentityErrorReason, IdentitySource
 from agent.topology.model import Topology
 
@@ -47,6 +55,7 @@ __all__ = [
     "Snapshot",
     "UsageKey",
     "POD_STATES",
+    "USAGE_POOLS",
     "ADMISSION_ERROR_REASONS",
     "EVENT_TYPES",
     "EVENT_RESULTS",
@@ -58,6 +67,7 @@ __all__ = [
     "IDENTITY_SOURCES",
     "IDENTITY_ERROR_REASONS",
     "CLAIM_REFUSED_REASONS",
+    "CONDITION_RESULTS",
     "ADMISSION_BUCKETS",
     "PIN_LATENCY_BUCKETS",
     "RECONCILE_BUCKETS",
@@ -69,6 +79,10 @@ UsageKey = tuple[Pool, str, str]
 """``(pool, namespace, pod)``: the key of one CPU usage counter."""
 #: ``podpin_pods{state}`` values.
 POD_STATES = ("admitted", "rejected")
+#: The pools whose usage is exported per pod: the pinned ones. A pinned pod holds at least one CPU of its own, so
+#: there are at most two series per CPU of the node; the node shared pool's usage per container is cAdvisor's
+#: ``container_cpu_usage_seconds_total`` (one series per pod of the node would churn with every pod).
+USAGE_POOLS = (Pool.EXCLUSIVE, Pool.POD_SHARED)
 #: The kubelet's admission failure reasons; their ``podpin_admission_errors_total`` series start at 0.
 ADMISSION_ERROR_REASONS = (
     "TopologyAffinityError",
@@ -89,6 +103,8 @@ IDENTITY_ERROR_REASONS = tuple(IdentityErrorReason)
 SET_ASIDE_REASONS = ("corrupt", "invalid")
 #: Why the HTTP server closed a connection without answering (``podpin_http_connections_dropped_total{reason}``).
 HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
+#: What happened to a wanted pod condition (``podpin_condition_patches_total{result}``; agent/kube/conditions.py).
+CONDITION_RESULTS = ("patched", "gone", "failed")
 #: Why a pod was kept off a cgroup it claimed (``cgroup_claims_refused``).
 CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
 
@@ -138,16 +154,19 @@ class Snapshot:
 
 
 def _pod_shared_pool(pod: PodPlan) -> CPUSet:
-    """The pod shared pool: the bubble minus its exclusive slices (empty without a bubble).
+    """The pod shared pool: the bubble minus the slices of its long-running exclusive containers (empty without a
+    bubble).
 
     Computed from the bubble rather than from the pod_shared containers, so a
-    pool that no container uses yet is still reported.
+    pool that no container uses yet is still reported. A regular init
+    container's slice is not subtracted: it returns to the pool once the init
+    container finished.
     """
     if pod.bubble is None:
         return CPUSet()
     pool = pod.bubble
     for container in pod.containers:
-        if container.pool == Pool.EXCLUSIVE:
+        if container.pool == Pool.EXCLUSIVE and container.kind != ContainerKind.INIT:
             pool = pool - container.cpus
     return pool
 
@@ -164,6 +183,8 @@ class _Families:
     exclusive: GaugeMetricFamily
     exclusive_per_numa: GaugeMetricFamily
     shared_per_numa: GaugeMetricFamily
+    node_cpus: GaugeMetricFamily
+    reserved_per_numa: GaugeMetricFamily
     containers: GaugeMetricFamily
     pod_shared_pools: GaugeMetricFamily
     pods: GaugeMetricFamily
@@ -178,12 +199,22 @@ class _Families:
             ),
             exclusive=_gauge(
                 "exclusive_cpu_allocation_count",
-                "CPUs held by exclusive container slices and pod bubbles (a whole bubble counts).",
+                "CPUs held by exclusive containers (node and pod slices); pod shared pools are not counted.",
             ),
             exclusive_per_numa=_gauge(
-                "allocation_per_numa", "Exclusively allocated CPUs (slices and bubbles) per NUMA node.", "numa_node"
+                "allocation_per_numa", "CPUs held by exclusive containers per NUMA node.", "numa_node"
             ),
-            shared_per_numa=_gauge("numa_shared_cpus", "CPUs of the node shared pool per NUMA node.", "numa_node"),
+            shared_per_numa=_gauge(
+                "numa_shared_cpus", "CPUs of the node shared pool minus the reserved CPUs per NUMA node.", "numa_node"
+            ),
+            node_cpus=_gauge(
+                "node_cpus",
+                "The online CPUs of each NUMA node by pool: exclusive, pod_shared, node_shared (minus the reserved "
+                "CPUs); with podpin_reserved_cpus they add up to the NUMA node's online CPUs.",
+                "pool",
+                "numa_node",
+            ),
+            reserved_per_numa=_gauge("reserved_cpus", "The reserved CPUs per NUMA node.", "numa_node"),
             containers=_gauge(
                 "containers",
                 "Containers by CPU assignment: node_exclusive, pod_exclusive, pod_shared or node_shared.",
@@ -198,7 +229,8 @@ class _Families:
             pods=_gauge("pods", "Pods bound to the node by admission outcome.", "state"),
             usage=CounterMetricFamily(
                 f"{NAMESPACE}_pool_cpu_usage_seconds",
-                "CPU time consumed by each pod's containers per pool, from cpu.stat.",
+                "CPU time consumed by each pinned pod's containers in its exclusive CPUs and its pod shared pool, "
+                "from cpu.stat.",
                 labels=["pool", "namespace", "pod"],
             ),
         )
@@ -210,6 +242,8 @@ class _Families:
             self.exclusive,
             self.exclusive_per_numa,
             self.shared_per_numa,
+            self.node_cpus,
+            self.reserved_per_numa,
             self.containers,
             self.pod_shared_pools,
             self.pods,
@@ -245,27 +279,39 @@ class PlanCollector:
         self._pools(snapshot, families)
         self._containers(snapshot.plan, families)
         for (pool, namespace, pod), seconds in sorted(snapshot.usage.items()):
-            families.usage.add_metric([pool, namespace, pod], seconds)
+            if pool in USAGE_POOLS:
+                families.usage.add_metric([pool, namespace, pod], seconds)
         yield from families.all()
 
     @staticmethod
     def _pools(snapshot: Snapshot, families: _Families) -> None:
-        """Pool sizes from the state, the planner's truth.
+        """Pool sizes from the state, the planner's truth, as one partition of the online CPUs.
 
-        The pool size subtracts the reserved CPUs as the kubelet's gauge does;
-        the per-NUMA shared count does not, because it shows the cpuset that
-        shared containers really run on (reserved CPUs are in it unless
-        ``strict-cpu-reservation``).
+        Exclusive CPUs are those of exclusive containers only: a pod bubble's
+        shared pool is reported apart (the kubelet's count of exclusive CPUs
+        knows no pod shared pool). The node shared pool leaves out the reserved
+        CPUs everywhere, as the kubelet's pool size does (shared containers also
+        run on the reserved CPUs unless ``strict-cpu-reservation``), so the
+        per-NUMA counts add up to the node-wide ones.
         """
         state, topology = snapshot.state, snapshot.topology
-        shared = state.cpu.default
-        exclusive = state.cpu.assigned()
-        families.shared_pool.add_metric([], len(shared - state.reserved) * 1000)
-        families.exclusive.add_metric([], len(exclusive))
+        pod_pools = CPUSet()
+        for pod in snapshot.plan.pods:
+            pod_pools = pod_pools | _pod_shared_pool(pod)
+        pools = {
+            Pool.EXCLUSIVE: state.cpu.assigned() - pod_pools,
+            Pool.POD_SHARED: pod_pools,
+            Pool.NODE_SHARED: state.cpu.default - state.reserved,
+        }
+        families.shared_pool.add_metric([], len(pools[Pool.NODE_SHARED]) * 1000)
+        families.exclusive.add_metric([], len(pools[Pool.EXCLUSIVE]))
         for node in topology.memory_numa_ids:
             cpus = topology.cpus_in_numa(node)
-            families.exclusive_per_numa.add_metric([str(node)], len(exclusive & cpus))
-            families.shared_per_numa.add_metric([str(node)], len(shared & cpus))
+            families.exclusive_per_numa.add_metric([str(node)], len(pools[Pool.EXCLUSIVE] & cpus))
+            families.shared_per_numa.add_metric([str(node)], len(pools[Pool.NODE_SHARED] & cpus))
+            for pool, members in pools.items():
+                families.node_cpus.add_metric([pool, str(node)], len(members & cpus))
+            families.reserved_per_numa.add_metric([str(node)], len(state.reserved & cpus))
 
     @staticmethod
     def _containers(plan: Plan, families: _Families) -> None:
@@ -300,6 +346,9 @@ class AgentMetrics:
         pinning_requests: exclusive-CPU allocation attempts, as the kubelet's CPU manager counts them: one per
             container ``Allocate`` that asks for exclusive CPUs (one per exclusive slice of a pod-level pod).
         pinning_errors: those attempts that failed (the pod is then rejected); cgroup failures are not counted here.
+        memory_pinning_requests: memory allocations of the Static memory policy, as the kubelet's memory manager
+            counts them: one per container ``Allocate`` of a Guaranteed pod, one per pod-level ``AllocatePod``.
+        memory_pinning_errors: those allocations that failed.
         admission_requests: pods through admission.
         admission_errors: rejected pods, by the kubelet ``reason``.
         admission_duration: seconds one admission took (planner only).
@@ -333,6 +382,8 @@ class AgentMetrics:
         affinity_audits: affinity audits completed.
         nri_requests: NRI requests from the runtime, by ``method`` and ``result`` (``agent/nri/report.py``).
         nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
+        config_restart_needed: 1 while changed configuration keys wait for a restart (``agent/config_follow.py``).
+        condition_patches: patches of the pod condition ``podpin.io/CPUsPinned``, by ``result``.
         cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
             ``kubernetes.io/config.mirror`` annotation on a pod no Node owns, ignored; ``cgroup_taken``: the pod
             would map to a cgroup another pod holds, left out).
@@ -349,6 +400,9 @@ class AgentMetrics:
         Args:
             snapshot: returns the reconciler's latest :class:`Snapshot` (None before its first pass).
         """
+        # No ``_created`` series: one more series per counter child, a timestamp Prometheus does not need (the
+        # counters start at 0 with the agent) and dashboards never read.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         registry = CollectorRegistry()
         self.registry = registry
         ProcessCollector(registry=registry)
@@ -368,6 +422,16 @@ class AgentMetrics:
             "pinning_requests", "Exclusive-CPU allocation attempts (one per container allocation, as the kubelet's)."
         )
         self.pinning_errors = counter("pinning_errors", "Failed exclusive-CPU allocation attempts (as the kubelet's).")
+        self.memory_pinning_requests = counter(
+            "memory_pinning_requests",
+            "Memory allocations of the Static memory policy (one per container of a Guaranteed pod, one per "
+            "pod-level pod), as the kubelet's memory_manager_pinning_requests_total.",
+        )
+        self.memory_pinning_errors = counter(
+            "memory_pinning_errors",
+            "Failed memory allocations of the Static memory policy, as the kubelet's "
+            "memory_manager_pinning_errors_total.",
+        )
         self.admission_requests = counter("admission_requests", "Pods through admission.")
         self.admission_errors = counter("admission_errors", "Pods rejected by admission, by kubelet reason.", "reason")
         self.admission_duration = histogram(
@@ -427,6 +491,19 @@ class AgentMetrics:
         )
         self.nri_connected = gauge(
             "nri_connected", "1 while podpin is registered with the runtime's NRI and synchronized, else 0."
+        )
+        self.condition_patches = counter(
+            "condition_patches",
+            "Patches of the pod condition podpin.io/CPUsPinned, by result (patched; gone: the pod was deleted or "
+            "replaced; failed: after retries).",
+            "result",
+        )
+        for result in CONDITION_RESULTS:
+            self.condition_patches.labels(result=result)
+        self.config_restart_needed = gauge(
+            "config_restart_needed",
+            "1 while the configuration has changed keys that take effect only when the agent restarts "
+            "(config.restart_needed names them), else 0.",
         )
         # Closed label sets start at 0, so rate() and alerts work before the first occurrence.
         for reason in ADMISSION_ERROR_REASONS:
@@ -518,6 +595,10 @@ class AgentMetrics:
                 self.pinning_requests.inc()
                 if not event.ok:
                     self.pinning_errors.inc()
+            elif event.kind == EventKind.MEMORY_PINNING:
+                self.memory_pinning_requests.inc()
+                if not event.ok:
+                    self.memory_pinning_errors.inc()
             elif event.stale is not None:
                 self.stale_allocations.labels(cause=event.stale.cause).inc()
             elif event.scope is not None and event.boundary is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "is_integral_cpu",
     "format_cpu",
     "format_bytes",
+    "count_of",
 ]
 
 
@@ -154,6 +155,11 @@ def is_integral_cpu(text: object) -> bool:
     """The kubelet's integral-CPU test: ``Value() * 1000 == MilliValue()``."""
     quantity = parse_quantity(text)
     return quantity.ceil() * 1000 == quantity.milli()
+
+
+def count_of(count: int, word: str) -> str:
+    """``1 CPU``, ``2 CPUs``, ``0 CPUs``: a count and its noun, in the number people expect."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def format_cpu(millis: int) -> str:

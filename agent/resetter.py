@@ -150,8 +150,26 @@ def _manifest_pods(directory: Path, node: str, out: TextIO) -> tuple[dict[str, A
     return tuple(pods.values())
 
 
+def _no_pod_list(problem: str, out: TextIO) -> None:
+    """Say that the reset goes on without the pods, and what that leaves undone.
+
+    A node whose API access is broken is when a reset is needed most: every cpuset can be widened without the pods
+    (it needs only the online CPUs), only the quotas need each pod's limits.
+    """
+    print(
+        f"note: no pod list ({problem}): every cpuset is widened, but the cpu.max of each pod's cgroups is left as "
+        "it is (run the reset again with API access, or with --pods-dir DIR of the node's pod manifests, to give "
+        "the quotas back)",
+        file=out,
+    )
+
+
 def _pods(config: AgentConfig, options: ResetOptions, out: TextIO) -> list[PodView]:
-    """This node's pods, from the manifests directory or the API server; unreadable ones are named and skipped."""
+    """This node's pods, from the manifests directory or the API server; unreadable ones are named and skipped.
+
+    Without a pod list (no API configuration, an API server that cannot be reached) the reset goes on with none
+    and says so: the cpusets are widened all the same, each pod's quota stays as it is.
+    """
     node = config.node_name or ""
     raw: tuple[Any, ...]
     if options.pods_dir is not None:
@@ -163,14 +181,11 @@ def _pods(config: AgentConfig, options: ResetOptions, out: TextIO) -> list[PodVi
         try:
             raw = KubeSource(node, load_api(options.kubeconfig)).list_pods()
         except KubeConfigError as err:
-            raise ResetError(CANNOT_START, f"API server: {err}") from err
+            _no_pod_list(f"API server: {err}", out)
+            raw = ()
         except Exception as err:
-            raise ResetError(
-                CANNOT_START,
-                f"cannot list this node's pods from the API server: {' '.join(str(err).split())} (with no API "
-                "server, --pods-dir DIR reads them from manifests; an empty DIR restores every cpuset and leaves "
-                "every cpu.max as it is)",
-            ) from err
+            _no_pod_list(f"cannot list this node's pods from the API server: {' '.join(str(err).split())}", out)
+            raw = ()
     pods: list[PodView] = []
     for item in raw:
         try:

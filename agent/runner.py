@@ -34,6 +34,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,14 +48,17 @@ from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS, FileOps
 from agent.cgroups.layout import CgroupLayout, detect_layout
 from agent.cgroups.watch import CgroupWatcher, WatchEvent, WatchMode
-from agent.config import AgentConfig, ConfigError, load_config
+from agent.config import AgentConfig, ConfigError
+from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
 from agent.kube.client import KubeConfigError, load_api
+from agent.kube.conditions import ConditionWriter
 from agent.kube.dirsource import DirSource
 from agent.kube.events import EventRecorder
 from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
+from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
 from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, Report
 from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile.devices import device_gate_for
@@ -97,11 +101,8 @@ class RunOptions:
     once: bool = False
 
 
-def _configure(options: RunOptions) -> AgentConfig:
-    try:
-        config = load_config(options.config)
-    except ConfigError as err:
-        raise AgentError(f"configuration: {err}") from err
+def _overridden(options: RunOptions, config: AgentConfig) -> AgentConfig:
+    """The configuration with the ``podpin run`` flags that override its keys."""
     overrides: dict[str, Any] = {}
     if options.cgroup_root is not None:
         overrides["cgroup_root"] = options.cgroup_root
@@ -115,10 +116,31 @@ def _configure(options: RunOptions) -> AgentConfig:
         overrides["runtime_root"] = options.runtime_root
     if options.dry_run:
         overrides["dry_run"] = True
-    config = replace(config, **overrides)
+    return replace(config, **overrides)
+
+
+def _configure(options: RunOptions, labels_of: LabelReader | None) -> NodeConfig:
+    """The node's configuration (``agent/node_config.py``) with the flags' overrides."""
+    try:
+        made = node_config(options.config, labels_of=labels_of)
+    except KubeletRefusalError as err:
+        raise AgentError(f"kubelet: {err}") from err
+    except ConfigError as err:
+        raise AgentError(f"configuration: {err}") from err
+    config = _overridden(options, made.config)
     if not config.node_name:
         raise AgentError("no node name: set nodeName in the configuration or the NODE_NAME environment variable")
-    return config
+    return replace(made, config=config)
+
+
+def _node_labels(api: Any) -> LabelReader:
+    """Reads a node's labels from the API server (to choose its group section)."""
+
+    def labels(node: str) -> Mapping[str, str]:
+        found = (api.read_node(node, _request_timeout=10).get("metadata") or {}).get("labels") or {}
+        return {str(key): str(value) for key, value in found.items()}
+
+    return labels
 
 
 class Agent:
@@ -138,8 +160,25 @@ class Agent:
             AgentError: an agent-level failure, as one line.
         """
         self.options = options
-        self.config = _configure(options)
+        api = None
+        if options.pods_dir is None:
+            try:
+                api = load_api(options.kubeconfig)
+            except KubeConfigError as err:
+                raise AgentError(f"API server: {err}") from err
+        labels_of = _node_labels(api) if api is not None else None
+        made = _configure(options, labels_of)
+        self.config = made.config
+        self.config_follower = ConfigFollower(
+            options.config,
+            made,
+            labels_of=labels_of,
+            adjust=lambda config: _overridden(options, config),
+            clock=time.monotonic,
+        )
         self.log = structlog.get_logger("podpin").bind(node=self.config.node_name)
+        for event, fields in made.events:
+            self._log_config_event(event, fields)
         self.stop_event = threading.Event()
         #: Set by the loop after its first pass (the first pod list): the NRI plugin registers only then.
         self.planned = threading.Event()
@@ -158,16 +197,15 @@ class Agent:
         self.metrics.registry.register(InterferenceCollector(lambda: self.reconciler.snapshot, probe))
         for reason in self._set_aside:
             self.metrics.checkpoints_set_aside.labels(reason=reason).inc()
-        api = None
-        if options.pods_dir is None:
-            try:
-                api = load_api(options.kubeconfig)
-            except KubeConfigError as err:
-                raise AgentError(f"API server: {err}") from err
         self.recorder = (
             EventRecorder(api, self.config.node_name or "", on_outcome=self._count_event) if api is not None else None
         )
-        self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder)
+        self.conditions = (
+            ConditionWriter(api, on_outcome=self._count_condition)
+            if api is not None and not self.config.dry_run
+            else None
+        )
+        self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder, self.conditions)
         self.reconciler = Reconciler(
             planner,
             layout=self.layout,
@@ -275,6 +313,9 @@ class Agent:
 
     def _count_event(self, event_type: str, outcome: str) -> None:
         self.metrics.events.labels(type=event_type, result=outcome).inc()
+
+    def _count_condition(self, outcome: str) -> None:
+        self.metrics.condition_patches.labels(result=outcome).inc()
 
     def _count_drop(self, reason: str) -> None:
         self.metrics.http_dropped.labels(reason=reason).inc()
@@ -460,6 +501,30 @@ class Agent:
         finally:
             self.shutdown()
 
+    def _log_config_event(self, event: str, fields: Mapping[str, Any]) -> None:
+        """A line about how the configuration was made (``agent/node_config.py``)."""
+        warn = event in ("config.group_unknown", "kubelet.config_unreadable")
+        (self.log.warning if warn else self.log.info)(event, **fields)
+
+    def _follow_config(self) -> None:
+        """Take what changed in the configuration: live keys at once, the others reported (``config_follow.py``)."""
+        change = self.config_follower.look()
+        if change is None:
+            return
+        if change.error is not None:
+            self.log.warning("config.invalid", error=change.error, keeps="the configuration the agent runs with")
+            return
+        self.config = self.config_follower.current.config
+        if self.reconciler.audit is not None:
+            self.reconciler.audit.period = self.config.reconcile_period
+        if self.reconciler.devices is not None:
+            self.reconciler.devices.timeout = self.config.device_wait_timeout
+        if change.live:
+            self.log.info("config.reloaded", keys=list(change.live))
+        if change.restart:
+            self.log.warning("config.restart_needed", keys=list(change.restart))
+        self.metrics.config_restart_needed.set(1 if self.config_follower.pending_restart else 0)
+
     def _loop(self) -> int:
         period = self.config.reconcile_period
         started = time.monotonic()
@@ -490,6 +555,9 @@ class Agent:
             self.nri_desk.revisit(now)
             rechecked = self.reconciler.recheck(now)
             if now >= next_resync:
+                if not self.options.once:
+                    self._follow_config()
+                    period = self.config.reconcile_period
                 next_resync = now + period
                 self._check_cpus()
                 self.reconciler.request_full()
@@ -531,6 +599,8 @@ class Agent:
             thread.join(timeout=2.0)
         if self.recorder is not None:
             self.recorder.close(timeout=1.5)
+        if self.conditions is not None:
+            self.conditions.close(timeout=1.0)
         if self._lock is not None:
             self._lock.release()
         if self.failure is None:

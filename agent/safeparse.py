@@ -9,10 +9,12 @@ that ``json.dumps`` refuses. Python's JSON decoder recurses once per bracket.
 So every document goes through one of the two loaders here:
 
 * :func:`load_yaml_documents`: the safe loader's constructor (plain values
-  only) behind a composer that refuses anchors and aliases (Kubernetes
-  manifests and podpin's configuration never need them; a refused anchor costs
-  nothing to expand), stops at :data:`MAX_DEPTH` nested collections and
-  :data:`MAX_NODES` values, and refuses integer and float scalars longer than
+  only) behind a composer that expands aliases within bounds, as kubectl's
+  parser does (PyYAML itself writes an anchor whenever one object appears
+  twice): it stops at :data:`MAX_DEPTH` nested collections and
+  :data:`MAX_NODES` values, counting each alias as every value it repeats,
+  refuses an alias inside the value it names (a cycle), gives every alias a
+  copy of its own, and refuses integer and float scalars longer than
   :data:`MAX_NUMBER_CHARS` characters (PyYAML turns ``0x...`` and ``1:2:3...``
   into unbounded integers). libyaml parses when PyYAML has it (four times
   faster than the pure-Python parser, which is the fallback);
@@ -75,35 +77,83 @@ def _where(mark: Any) -> str:
 
 
 class _BoundedComposer(Composer):
-    """The composer of :class:`_BoundedLoader`: no anchors or aliases; nesting and node count bounded."""
+    """The composer of :class:`_BoundedLoader`: aliases expanded within bounds; nesting and node count bounded.
+
+    Each value counts once, and each alias counts as every value of the node it repeats, so
+    :data:`MAX_NODES` bounds the document as a reader sees it once the aliases are expanded (what a billion-laughs
+    document multiplies), and an alias may not reach deeper than :data:`MAX_DEPTH` either. An alias inside the
+    node it names (a cycle) is refused. kubectl's YAML parser bounds aliases the same way instead of refusing them,
+    and PyYAML writes anchors whenever one object appears twice, so manifests and configurations may use them.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self._depth = 0
         self._nodes = 0
+        self.aliases_used = False
+        # Per collection being composed: [values in it, height of its tallest child].
+        self._frames: list[list[int]] = []
+        # id(anchored node) -> (the node, its values, its height), once it is complete; the node is kept so the id
+        # cannot be reused by another node while the document is composed.
+        self._sizes: dict[int, tuple[Node, int, int]] = {}
+
+    def compose_document(self) -> Node | None:
+        self._sizes = {}
+        return super().compose_document()
+
+    def _count(self, where: Any, added: int, what: str = "") -> None:
+        self._nodes += added
+        if self._nodes > MAX_NODES:
+            raise DocumentError(f"{_where(where)}more than {MAX_NODES} values in one file{what}")
+
+    def _add_to_parent(self, values: int, height: int) -> None:
+        if self._frames:
+            frame = self._frames[-1]
+            frame[0] += values
+            frame[1] = max(frame[1], height)
+
+    def _alias(self, event: AliasEvent, parent: Node | None, index: int) -> Node | None:
+        target = self.anchors.get(event.anchor)
+        if target is None:  # PyYAML's own "found undefined alias" error
+            return super().compose_node(parent, index)
+        size = self._sizes.get(id(target))
+        if size is None or size[0] is not target:
+            raise DocumentError(
+                f"{_where(event.start_mark)}the alias *{event.anchor} is inside the value it names (a cycle)"
+            )
+        _, values, height = size
+        self._count(event.start_mark, values, f" once its aliases are expanded (*{event.anchor})")
+        if self._depth + height > MAX_DEPTH:
+            raise DocumentError(
+                f"{_where(event.start_mark)}nested deeper than {MAX_DEPTH} levels once *{event.anchor} is expanded"
+            )
+        self._add_to_parent(values, height)
+        self.aliases_used = True
+        return super().compose_node(parent, index)
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event = self.peek_event()  # type: ignore[attr-defined]
         if isinstance(event, AliasEvent):
-            raise DocumentError(
-                f"{_where(event.start_mark)}YAML aliases are not accepted (*{event.anchor}); write the value out"
-            )
-        if isinstance(event, NodeEvent) and event.anchor is not None:
-            raise DocumentError(
-                f"{_where(event.start_mark)}YAML anchors are not accepted (&{event.anchor}); write the value out"
-            )
-        self._nodes += 1
-        if self._nodes > MAX_NODES:
-            raise DocumentError(f"{_where(event.start_mark)}more than {MAX_NODES} values in one file")
+            return self._alias(event, parent, index)
+        self._count(event.start_mark, 1)
         if not isinstance(event, CollectionStartEvent):
-            return super().compose_node(parent, index)
-        if self._depth >= MAX_DEPTH:
-            raise DocumentError(f"{_where(event.start_mark)}nested deeper than {MAX_DEPTH} levels")
-        self._depth += 1
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+            node = super().compose_node(parent, index)
+            values, height = 1, 0
+        else:
+            if self._depth >= MAX_DEPTH:
+                raise DocumentError(f"{_where(event.start_mark)}nested deeper than {MAX_DEPTH} levels")
+            self._depth += 1
+            self._frames.append([1, 0])
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+                values, tallest = self._frames.pop()
+            height = tallest + 1
+        if isinstance(event, NodeEvent) and event.anchor is not None and node is not None:
+            self._sizes[id(node)] = (node, values, height)
+        self._add_to_parent(values, height)
+        return node
 
 
 class _BoundedConstructor(SafeConstructor):
@@ -175,11 +225,25 @@ def _check_size(text: str, limit: int = MAX_DOCUMENT_BYTES) -> None:
         raise DocumentError(f"larger than {limit} bytes")
 
 
+def _unshared(value: Any) -> Any:
+    """A copy in which no list or mapping appears twice: an alias's value becomes a value of its own.
+
+    The constructor hands an alias the very object of its anchor; a caller that changes one (defaulting a pod's
+    fields) must not change the other. The composer bounded the expanded size, so the copy is bounded too.
+    """
+    if isinstance(value, dict):
+        return {key: _unshared(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unshared(item) for item in value]
+    return value
+
+
 def _documents(text: str, pure_python: bool) -> Iterator[Any]:
     loader = _PurePythonLoader(text) if pure_python else _Loader(text)
     try:
         while loader.check_data():  # type: ignore[no-untyped-call]
-            yield loader.get_data()
+            data = loader.get_data()
+            yield _unshared(data) if loader.aliases_used else data
     finally:
         loader.dispose()
 
@@ -191,9 +255,10 @@ def load_yaml_documents(text: str, *, pure_python: bool = False) -> list[Any]:
     fallback must refuse the same documents; tests compare the two).
 
     Raises:
-        DocumentError: a syntax error, an anchor or alias, nesting deeper than
-            :data:`MAX_DEPTH`, a number longer than :data:`MAX_NUMBER_CHARS`, or
-            text longer than :data:`MAX_DOCUMENT_BYTES`.
+        DocumentError: a syntax error, an undefined or cyclic alias, more than
+            :data:`MAX_NODES` values or nesting deeper than :data:`MAX_DEPTH` (aliases
+            expanded), a number longer than :data:`MAX_NUMBER_CHARS`, or text longer
+            than :data:`MAX_DOCUMENT_BYTES`.
     """
     _check_size(text)
     try:

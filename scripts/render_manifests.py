@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Render the plain manifests in deploy/ from the Helm chart, so the two never drift.
 
-    scripts/render_manifests.py            # rewrite deploy/daemonset.yaml, servicemonitor.yaml, prometheusrule.yaml ...
+    scripts/render_manifests.py            # rewrite deploy/daemonset.yaml, servicemonitor.yaml, uninstall/ ...
     scripts/render_manifests.py --check    # exit 1 and name the stale files instead of writing them
 
 ``helm template`` renders the chart ``deploy/helm/podpin`` as release ``podpin`` in namespace ``podpin-system``
 with ``deploy/helm/podpin/ci/manifests-values.yaml``; each rendered object goes to the file of its template
 (``# Source:`` line): the ServiceMonitor, the PrometheusRule and the dashboard ConfigMap to their own files (they
-need the Prometheus Operator and Grafana), everything else to daemonset.yaml. A second render adds
+need the Prometheus Operator and Grafana), the uninstall hook to uninstall/uninstall-job.yaml (without its hook
+annotations), everything else to daemonset.yaml. A second render adds
 ``ci/manifests-nrt-values.yaml`` and gives the NodeResourceTopology export's objects, which are off by default: its
 ClusterRole to rbac-nrt.yaml and its CRD to crds/noderesourcetopologies.yaml (a subdirectory, so
 ``kubectl apply -f deploy/`` leaves a cluster's own CRD alone). ``tests/deploy/test_manifests.py`` renders the chart
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +40,7 @@ RENDERS: dict[tuple[Path, ...], dict[str, str]] = {
         "servicemonitor.yaml": "servicemonitor.yaml",
         "prometheusrule.yaml": "prometheusrule.yaml",
         "grafana-dashboard.yaml": "grafana-dashboard.yaml",
+        "uninstall-hook.yaml": "uninstall/uninstall-job.yaml",
     },
     (NRT_VALUES,): {"rbac-nrt.yaml": "rbac-nrt.yaml", "crd-nrt.yaml": "crds/noderesourcetopologies.yaml"},
 }
@@ -66,6 +69,20 @@ HEADERS = {
         "The podpin Grafana dashboard as a ConfigMap for Grafana's dashboard sidecar (label grafana_dashboard).",
         "",
         "  kubectl apply -f deploy/grafana-dashboard.yaml",
+    ),
+    "uninstall/uninstall-job.yaml": (
+        "podpin uninstall: run `podpin reset` on every node the agents served, before podpin itself is deleted.",
+        "The chart's pre-delete hook (templates/uninstall-hook.yaml) without its hook annotations; in its own",
+        "directory so `kubectl apply -f deploy/` never runs it. A DaemonSet resets each node once its agent stopped",
+        "and then holds the node's lock; a Job deletes the agents' DaemonSet and waits until every node is reset",
+        "(exit 1 names a node that is not). Apply it while podpin is installed (it uses the agents' ServiceAccount",
+        "and ConfigMap):",
+        "",
+        "  kubectl apply -f deploy/uninstall/uninstall-job.yaml",
+        "  kubectl -n podpin-system wait --for=condition=complete job/podpin-uninstall --timeout=20m",
+        "  kubectl -n podpin-system logs job/podpin-uninstall",
+        "  kubectl delete -f deploy/uninstall/uninstall-job.yaml -f deploy/daemonset.yaml",
+        "  kubectl label nodes --all podpin.io/enabled-",
     ),
     "rbac-nrt.yaml": (
         "What publishing the NodeResourceTopology adds to the agent's access. Apply it with nrt.enabled: true in the",
@@ -112,6 +129,17 @@ def helm_template(helm: str, extra: tuple[Path, ...]) -> str:
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
+_HOOK_ANNOTATION = re.compile(r"^ +helm\.sh/hook[-a-z]*: .*\n", re.MULTILINE)
+# An annotations map that held only hook annotations: its key, followed by a line that is not deeper.
+_EMPTY_ANNOTATIONS = re.compile(r"^( +)annotations:\n(?!\1 )", re.MULTILINE)
+
+
+def _without_hook_annotations(block: str) -> str:
+    """The object without Helm's hook annotations: applied with kubectl, a hook is an object like the others."""
+    stripped = _HOOK_ANNOTATION.sub("", block)
+    return _EMPTY_ANNOTATIONS.sub("", stripped)
+
+
 def split_by_template(rendered: str, own_files: dict[str, str], rest: str | None) -> dict[str, str]:
     """Manifest file name -> its rendered objects, in helm's order, each still led by ``---`` and ``# Source:``.
 
@@ -126,7 +154,7 @@ def split_by_template(rendered: str, own_files: dict[str, str], rest: str | None
             raise ValueError(f"render_manifests.py: a rendered object has no '# Source:' line: {source!r}")
         name = own_files.get(source.rsplit("/", 1)[-1], rest)
         if name is not None:
-            files.setdefault(name, []).append("---\n" + block)
+            files.setdefault(name, []).append("---\n" + _without_hook_annotations(block))
     return {name: "".join(blocks) for name, blocks in files.items()}
 
 

@@ -28,6 +28,8 @@ exclusive owners of one CPU.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from agent.alloc.cpumanager import CPUState, PodCPUAllocation, StaticCPUPolicy
@@ -45,7 +47,7 @@ from agent.alloc.topologymanager import (
     TopologyPolicy,
 )
 from agent.alloc.trace import MergeStep, resource_hints
-from agent.pods import ContainerView, PodView, uses_pod_level_path
+from agent.pods import ContainerView, PodView, QOSClass, uses_pod_level_path
 
 __all__ = ["Admission", "Providers", "admit_pod", "POD_LEVEL_REJECTION", "takes_pod_level_path"]
 
@@ -185,10 +187,25 @@ def _allocate(
         if providers.cpu is not None and _cpu_allocate(providers.cpu, cpu, pod, container, hint, events):
             got = 1
         if providers.memory is not None:
-            providers.memory.allocate(memory, pod, container, hint.affinity, hint.preferred)
+            with _memory_counted(pod, events):
+                providers.memory.allocate(memory, pod, container, hint.affinity, hint.preferred)
     except PlacementError as err:
         raise _wrap(err) from err
     return got
+
+
+@contextmanager
+def _memory_counted(pod: PodView, events: list[AllocationEvent] | None) -> Iterator[None]:
+    """Count a Static memory policy allocation as the kubelet does: Guaranteed pods only, an error when it raises."""
+    if pod.qos != QOSClass.GUARANTEED:
+        yield
+        return
+    try:
+        yield
+    except PlacementError:
+        _count(events, AllocationEvent.memory_pinning(ok=False))
+        raise
+    _count(events, AllocationEvent.memory_pinning(ok=True))
 
 
 def _aligned(policy: TopologyPolicy, events: list[AllocationEvent] | None, scope: AlignScope, *, ok: bool) -> None:
@@ -289,7 +306,8 @@ def admit_pod(
         if providers.cpu is not None:
             pod_cpu = _cpu_allocate_pod(providers.cpu, cpu, pod, best, events)
         if providers.memory is not None:
-            pod_numa = providers.memory.allocate_pod(memory, pod, best.affinity, best.preferred)
+            with _memory_counted(pod, events):
+                pod_numa = providers.memory.allocate_pod(memory, pod, best.affinity, best.preferred)
     except PlacementError as err:
         raise _wrap(err) from err
     _aligned(policy, events, AlignScope.POD, ok=True)

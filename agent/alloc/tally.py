@@ -27,6 +27,14 @@ the kubelet's counters would show them.
 Pod-level pods (KEP-5526) allocate in one ``AllocatePod`` call: a success counts
 one request per exclusive container slice, a failure of the CPU manager one
 request and one error.
+
+The memory manager's Static policy (``pkg/kubelet/cm/memorymanager/policy_static.go``)
+counts ``memory_manager_pinning_requests_total`` once per ``Allocate`` of a
+container of a Guaranteed pod (whatever it requests) and once per
+``AllocatePod`` of a Guaranteed pod-level pod, and
+``memory_manager_pinning_errors_total`` when that allocation fails. It runs
+after the CPU manager's, so a container whose CPUs could not be allocated
+never reaches it.
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ class EventKind(StrEnum):
     """An exclusive-CPU allocation (``pinning_requests``, and ``pinning_errors`` when it failed)."""
     ALIGNMENT = "alignment"
     """An aligned allocation (``aligned_compute_resources`` or its ``_failure`` twin)."""
+    MEMORY_PINNING = "memory_pinning"
+    """A Static memory policy allocation (``memory_pinning_requests``, and ``memory_pinning_errors`` when it failed)."""
     STALE = "stale"
     """A restored allocation that could not be kept, released before the pod was allocated afresh."""
 
@@ -82,6 +92,11 @@ class AllocationEvent:
     def pinning(cls, *, ok: bool) -> AllocationEvent:
         """An exclusive-CPU allocation attempt."""
         return cls(kind=EventKind.PINNING, ok=ok)
+
+    @classmethod
+    def memory_pinning(cls, *, ok: bool) -> AllocationEvent:
+        """A memory allocation attempt of the Static memory policy."""
+        return cls(kind=EventKind.MEMORY_PINNING, ok=ok)
 
     @classmethod
     def alignment(cls, scope: AlignScope, boundary: AlignBoundary, *, ok: bool) -> AllocationEvent:

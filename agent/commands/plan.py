@@ -4,7 +4,7 @@ Pods are admitted in creation order through the same planner the agent runs,
 with the agent's configuration: by ``metadata.creationTimestamp`` where given
 (pods without one first, as the agent orders them), ties in the order given
 (files in order, documents in order; multi-document YAML and ``kind: List``
-accepted). The pod templates of Deployments, ReplicaSets, StatefulSets,
+accepted; ``-`` reads standard input). The pod templates of Deployments, ReplicaSets, StatefulSets,
 DaemonSets, Jobs and CronJobs count as pods (one per workload, or up to
 ``--replicas N``; ``agent/pods/manifests.py``). Rejections are normal outcomes
 and are printed with the kubelet's reason and message.
@@ -27,19 +27,19 @@ PodResources API would (the file format: ``agent/podresources/devices_file.py``)
 the device manager's hints then take part in each pod's merge, as they do on a
 node, and the plan shows each container's devices and whether its CPUs sit on
 their NUMA nodes. The devices the file names stand for the node's (a file
-error is exit status 2).
+error, or an entry naming a container its planned pod lacks, is exit status 2).
 
 ``--output nrt`` prints, instead of the plan, the NodeResourceTopology object
 the node would publish after these pods (``agent.nrt``), named after
-``nodeName`` (else this host's name) and without the ownerReference, which
-needs the Node's uid.
+``nodeName``, else the machine the topology describes (the ``hostname`` of a
+``--topology`` file, this host for its own ``/sys``; exit status 2 when neither
+says), and without the ownerReference, which needs the Node's uid.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import socket
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -58,15 +58,15 @@ from agent.alloc import (
 from agent.config import ConfigError, load_config
 from agent.podresources.devices_file import DevicesFileError, load_devices
 from agent.pods.errors import PodSpecError
-from agent.pods.manifests import ManifestError, parse_manifest
+from agent.pods.manifests import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
 from agent.pods.model import PodView, pod_from_dict
 from agent.render.explain import explain_text, explain_to_dict
 from agent.render.plan_json import plan_to_dict, pod_to_dict
 from agent.render.plan_text import render_plan_text
-from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
+from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology, machine_name
 from agent.topology.model import TopologyError
 
-__all__ = ["PlanOutput", "find_pod", "read_pods", "register", "run"]
+__all__ = ["STDIN", "PlanOutput", "devices_without_container", "find_pod", "read_pods", "register", "run"]
 
 
 class PlanOutput(StrEnum):
@@ -129,7 +129,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="the devices each container holds (as the kubelet's PodResources API says): aligns CPUs to them",
     )
     parser.add_argument(
-        "pods", nargs="+", type=Path, metavar="POD.yaml", help="pod or workload manifests, admitted in creation order"
+        "pods",
+        nargs="+",
+        type=Path,
+        metavar="POD.yaml",
+        help="pod or workload manifests, admitted in creation order; - reads standard input",
     )
     parser.set_defaults(func=run)
 
@@ -144,13 +148,27 @@ def _positive_int(text: str) -> int:
     return value
 
 
+#: The file name that stands for standard input (``kubectl get pod NAME -o yaml | podpin plan -``).
+STDIN = Path("-")
+
+
+def _manifest_bytes(path: Path) -> bytes:
+    """The file's bytes, or standard input's for ``-`` (one byte more than a manifest may hold, at most)."""
+    if path == STDIN:
+        return sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
+    return path.read_bytes()
+
+
 def read_pods(paths: list[Path], *, replicas: int = 1) -> tuple[list[tuple[PodView, Path]], list[dict[str, str]]]:
-    """Every pod with the file it came from, in creation order (ties in file order), and the problems found."""
+    """Every pod with the file it came from, in creation order (ties in file order), and the problems found.
+
+    The path ``-`` reads standard input (YAML or JSON, as kubectl prints pods).
+    """
     pods: list[tuple[PodView, Path]] = []
     problems: list[dict[str, str]] = []
     for path in paths:
         try:
-            raw_pods = parse_manifest(str(path), path.read_bytes(), workload_replicas=replicas)
+            raw_pods = parse_manifest(str(path), _manifest_bytes(path), workload_replicas=replicas)
         except OSError as err:
             problems.append({"file": str(path), "pod": "", "error": f"cannot read: {err.strerror or err}"})
             continue
@@ -203,6 +221,27 @@ def _pod_devices(
     return devices if devices.containers else None
 
 
+def devices_without_container(assignments: DeviceAssignments, pods: list[PodView]) -> list[str]:
+    """The ``--devices`` entries that name a container their pod does not have, as sentences.
+
+    An entry for a pod that is not planned stands for devices the node's other pods hold (as PodResources lists
+    every pod); an entry for a planned pod must name one of its containers, or its devices would silently count
+    for nobody.
+    """
+    by_name = {(pod.namespace, pod.name): pod for pod in pods}
+    problems = []
+    for key in assignments.containers:
+        pod = by_name.get((key.namespace, key.pod))
+        if pod is None:
+            continue
+        names = [c.name for c in (*pod.init_containers, *pod.containers)]
+        if key.container not in names:
+            problems.append(
+                f"pod {key.namespace}/{key.pod} has no container {key.container!r} (its containers: {', '.join(names)})"
+            )
+    return problems
+
+
 def run(args: argparse.Namespace) -> int:
     """Plan the pods and print the result; returns the exit status."""
     try:
@@ -217,6 +256,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     found, problems = read_pods(list(args.pods), replicas=args.replicas)
     pods = [pod for pod, _ in found]
+    strays = devices_without_container(assignments, pods) if assignments is not None else []
+    if strays:
+        print(f"podpin plan: {args.devices}: {'; '.join(strays)}", file=sys.stderr)
+        return 2
     try:
         target = find_pod(args.explain, found) if args.explain is not None else None
     except ValueError as err:
@@ -245,8 +288,21 @@ def run(args: argparse.Namespace) -> int:
     elif args.output == PlanOutput.NRT:
         from agent.nrt import attributes_of, node_resource_topology, occupancy_of
 
+        try:
+            node_name = config.node_name or machine_name(args.topology, args.sysfs_root)
+        except TopologyError as err:
+            print(f"podpin plan: {err}", file=sys.stderr)
+            return 2
+        if node_name is None:
+            print(
+                f"podpin plan: --output nrt: {args.topology or args.sysfs_root} does not say which machine it is "
+                "(saved without a hostname, or a sysfs copy): set nodeName in --config to name the "
+                "NodeResourceTopology",
+                file=sys.stderr,
+            )
+            return 2
         obj = node_resource_topology(
-            node_name=config.node_name or socket.gethostname(),
+            node_name=node_name,
             topology=topology,
             occupancy=occupancy_of(topology, config.planner, planner.snapshot()),
             attributes=attributes_of(config.planner),

@@ -8,7 +8,10 @@ pods the CFS quota their CPU limits give. What to write is decided by the pure
 through the agent's own ordered writer (parents widened before children, every
 value read back). The pods come from the API server (``--kubeconfig``, else
 in-cluster) or ``--pods-dir``, as for ``podpin run``; a pod the list does not
-know keeps its quotas, and the reset says so.
+know keeps its quotas, and the reset says so. Without any pod list (no API
+configuration, an API server out of reach: a broken node, when a reset is
+needed most) it still widens every cpuset, leaves every pod's quota as it is,
+and says so.
 
 It is idempotent: a second run finds nothing to restore, writes nothing and
 says so. ``--dry-run`` prints every write it would make (cgroup, file, old ->
@@ -33,8 +36,8 @@ is harmless (pods that are gone are released at start). An uninstall passes
 
 Exit status: 0 everything restored (or nothing to restore); 1 some value could
 not be restored (each named on stderr; the checkpoint is then kept); 2 the
-reset could not start (configuration, node name, topology, cgroups, the pod
-list); 3 a podpin agent is running on this node.
+reset could not start (configuration, node name, topology, cgroups, an
+unreadable ``--pods-dir``); 3 a podpin agent is running on this node.
 """
 
 from __future__ import annotations

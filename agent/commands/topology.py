@@ -1,9 +1,10 @@
 """``podpin topology``: print what podpin reads about this machine (or a sysfs copy).
 
 The text form is for an operator checking podpin's view before trusting it;
-the JSON form is the contract of ``sysfs-fixtures/README.md`` and what
+the JSON form is the contract of ``tests/data/sysfs/README.md`` and what
 ``podpin plan --topology FILE`` reads back, so a machine can be captured once
-and planned against elsewhere. Failures print one line
+and planned against elsewhere; read from this machine's own ``/sys`` it also
+holds the ``hostname`` (``podpin plan --output nrt`` names its object after it). Failures print one line
 ``podpin topology: <path>: <reason>`` on stderr and exit 1.
 """
 
@@ -15,13 +16,11 @@ import sys
 from pathlib import Path
 
 from agent.topology.codec import topology_to_dict
+from agent.topology.load import DEFAULT_SYSFS_ROOT, machine_name
 from agent.topology.render import render_text
 from agent.topology.sysfs import SysfsError, read_topology
 
 __all__ = ["register", "run"]
-
-#: Where sysfs is mounted on a Linux machine.
-DEFAULT_SYSFS_ROOT = Path("/sys")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,7 +55,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"podpin topology: {err}", file=sys.stderr)
         return 1
     if args.output == "json":
-        sys.stdout.write(json.dumps(topology_to_dict(topology), indent=2) + "\n")
+        # The machine's own /sys also names the machine, so `podpin plan --topology FILE --output nrt` names the
+        # NodeResourceTopology after it; a sysfs copy says nothing about whose it was.
+        name = machine_name(None, root)
+        saved = {"hostname": name} if name is not None else {}
+        sys.stdout.write(json.dumps({**saved, **topology_to_dict(topology)}, indent=2) + "\n")
     else:
         sys.stdout.write(render_text(topology))
     return 0

@@ -1,8 +1,8 @@
-"""The three core/v1 calls podpin makes, through the official client's ``ApiClient``.
+"""The core/v1 calls podpin makes, through the official client's ``ApiClient``.
 
 The generated ``CoreV1Api`` module costs about 22 MiB of resident memory to
 import (pydantic annotations on ~400 methods) for an agent whose budget is
-60 MiB, and podpin calls three of its methods. :class:`CoreCalls` builds the
+60 MiB, and podpin calls a handful of its methods. :class:`CoreCalls` builds the
 same requests with the same ``ApiClient`` machinery the generated methods use
 (``param_serialize``, ``call_api``, ``response_deserialize``, the legacy
 ``ApiException`` on a non-2xx status), so authentication, urllib3, retries and
@@ -30,7 +30,7 @@ _AUTH = ["BearerToken"]
 
 
 class CoreCalls:
-    """``list_pod_for_all_namespaces``, ``create_namespaced_event``, ``patch_namespaced_event``."""
+    """``list_pod_for_all_namespaces``, ``read_node``, ``patch_namespaced_pod_status``, and Event create and patch."""
 
     def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
@@ -102,6 +102,19 @@ class CoreCalls:
             request_timeout=_request_timeout,
         )
 
+    def read_node(self, name: str, _request_timeout: Any = None) -> Any:
+        """``GET /api/v1/nodes/{name}`` (its labels choose the configuration's group section; NRT's owner uid)."""
+        return self._call("GET", "/api/v1/nodes/{name}", path_params={"name": name}, request_timeout=_request_timeout)
+
+    def patch_namespaced_pod_status(
+        self, name: str, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None
+    ) -> Any:
+        """``PATCH /api/v1/namespaces/{namespace}/pods/{name}/status`` (strategic merge patch: a condition is merged
+        into ``status.conditions`` by its ``type``, the others stay)."""
+        return self._merge_patch(
+            "/api/v1/namespaces/{namespace}/pods/{name}/status", namespace, name, body, _request_timeout
+        )
+
     def create_namespaced_event(self, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None) -> Any:
         """``POST /api/v1/namespaces/{namespace}/events``."""
         return self._call(
@@ -117,11 +130,17 @@ class CoreCalls:
         self, name: str, namespace: str, body: Mapping[str, Any], _request_timeout: Any = None
     ) -> Any:
         """``PATCH /api/v1/namespaces/{namespace}/events/{name}`` (strategic merge patch)."""
+        return self._merge_patch(
+            "/api/v1/namespaces/{namespace}/events/{name}", namespace, name, body, _request_timeout
+        )
+
+    def _merge_patch(self, path: str, namespace: str, name: str, body: Mapping[str, Any], request_timeout: Any) -> Any:
+        """A strategic merge patch of one namespaced object (the generated methods' default is JSON Patch)."""
         return self._call(
             "PATCH",
-            "/api/v1/namespaces/{namespace}/events/{name}",
+            path,
             path_params={"namespace": namespace, "name": name},
             body=dict(body),
             content_type="application/strategic-merge-patch+json",
-            request_timeout=_request_timeout,
+            request_timeout=request_timeout,
         )

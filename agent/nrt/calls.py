@@ -25,11 +25,7 @@ _COLLECTION = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 
 
 class TopologyCalls(CoreCalls):
-    """``read_node``, ``read_topology``, ``create_topology``, ``replace_topology``."""
-
-    def read_node(self, name: str, _request_timeout: Any = None) -> Any:
-        """``GET /api/v1/nodes/{name}``."""
-        return self._call("GET", "/api/v1/nodes/{name}", path_params={"name": name}, request_timeout=_request_timeout)
+    """``read_topology``, ``create_topology``, ``replace_topology`` (and ``read_node``, :class:`CoreCalls`')."""
 
     def read_topology(self, name: str, _request_timeout: Any = None) -> Any:
         """``GET .../noderesourcetopologies/{name}``."""

@@ -17,7 +17,7 @@ the replicas over nodes; with ``workload_replicas=N`` the workload's
 CronJob; 1 when absent; a DaemonSet always 1), capped at N.
 
 The text goes through the bounded loaders of :mod:`agent.safeparse`: at most
-1 MiB per file, no YAML anchors or aliases, bounded nesting and numbers, so a
+1 MiB per file, aliases expanded within bounds, bounded nesting and numbers, so a
 hostile or broken file is one clean :class:`ManifestError` and never a
 ``MemoryError``, a ``RecursionError`` or a cycle in the pod dict.
 
@@ -105,7 +105,7 @@ def parse_manifest(path: str, data: bytes, *, workload_replicas: int = 0) -> tup
 
     Raises:
         ManifestError: more than :data:`MAX_MANIFEST_BYTES`, undecodable bytes, a
-            syntax error, a YAML anchor or alias, nesting or numbers beyond the
+            syntax error, a cyclic YAML alias, values, nesting or numbers beyond the
             bounds of :mod:`agent.safeparse`, a document that is not an object or
             has no ``kind``, a List whose ``items`` is not a list of objects
             with a ``kind``, or (with ``workload_replicas``) a workload without a

@@ -60,6 +60,7 @@ from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
 from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
 from agent.cpuset import CPUSet
+from agent.kube.conditions import readiness_gated
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
@@ -701,7 +702,13 @@ class Reconciler:
             del self._pending[path]
         for pod in plan.pods:
             pinned = [c for c in pod.containers if c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT]
-            if not pinned or not done_pods.get(pod.uid) or self.dry_run:
+            if self.dry_run:
+                continue
+            if not pinned:  # nothing of its own to pin: its CPUs are the node shared pool once admitted
+                if pod.admitted and readiness_gated(self.pods.raw(pod.uid)):  # it waits for the condition
+                    self.reporter.shared_only(pod)
+                continue
+            if not done_pods.get(pod.uid):
                 continue
             named = self.identities.named(pod.cgroup_key)
             if all(c.name in named for c in pinned):

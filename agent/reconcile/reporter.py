@@ -1,11 +1,14 @@
-"""Turning decisions and writes into log lines, metrics and Kubernetes Events (``docs/design.md``, "Observability").
+"""Turning decisions and writes into log lines, metrics, Kubernetes Events and a pod condition (``docs/design.md``,
+"Observability").
 
 One structured line per decision, naming node, namespace, pod, uid and, where
 it applies, container, pool, CPUs, NUMA nodes, ``cpu.max`` and reason. Events
 go on the pod: a Warning with the kubelet's reason and message when a pod is
 rejected (followed by the pod's whole request and what was free), a Warning
 when its cgroups cannot be written, a Normal ``Pinned`` summary once per pod
-saying where each container runs and why. The words come from
+saying where each container runs and why; and the pod condition
+``podpin.io/CPUsPinned`` (``agent/kube/conditions.py``): True when its CPUs are
+its own, False with the kubelet's reason when it was rejected. The words come from
 ``agent/render/reasons.py``. Each Warning is posted once per distinct message (the
 recorder aggregates repeats); posting never blocks the pinning path. A rejection
 is logged at warning level (and posted) once per change of its reason: the same
@@ -49,7 +52,17 @@ from agent.render.reasons import reason_text, rejection_text
 from agent.runtime import IdentityErrorReason
 from agent.state_store import WriteFailure
 
-__all__ = ["MAX_EVENT_MESSAGE", "EventSink", "PodRef", "Reporter", "event_message", "pinned_summary"]
+__all__ = [
+    "MAX_EVENT_MESSAGE",
+    "PINNED_REASON",
+    "SHARED_REASON",
+    "ConditionSink",
+    "EventSink",
+    "PodRef",
+    "Reporter",
+    "event_message",
+    "pinned_summary",
+]
 
 PodRef = tuple[str, str, str]
 _DIGITS = re.compile(r"[0-9]+")
@@ -87,6 +100,11 @@ def _error_label(error: CgroupError) -> str:
     return "invalid"
 
 
+def _condition_message(text: str) -> str:
+    """A condition's message: one line, at most :data:`MAX_EVENT_MESSAGE` characters."""
+    return event_message(" ".join(text.split()))
+
+
 def pinned_summary(pod: PodPlan) -> str:
     """One line for the ``Pinned`` Event: where each container runs and why (finished init containers left out).
 
@@ -110,13 +128,29 @@ def pinned_summary(pod: PodPlan) -> str:
     return event_message("; ".join(parts) or "no containers")
 
 
-class Reporter:
-    """Logs, metrics and Events for one node."""
+class ConditionSink(Protocol):
+    """What the reporter needs from the pod condition writer (``agent/kube/conditions.py``)."""
 
-    def __init__(self, node: str, metrics: AgentMetrics, events: EventSink | None) -> None:
+    def set(self, pod: PodRef, status: bool, reason: str, message: str) -> None: ...
+
+    def forget_gone(self, alive: Set[str]) -> None: ...
+
+
+#: The ``podpin.io/CPUsPinned`` reason of a pod whose CPUs are its own, and of one that asks none of its own.
+PINNED_REASON = "Pinned"
+SHARED_REASON = "NodeSharedPool"
+
+
+class Reporter:
+    """Logs, metrics, Events and the pod condition ``podpin.io/CPUsPinned`` for one node."""
+
+    def __init__(
+        self, node: str, metrics: AgentMetrics, events: EventSink | None, conditions: ConditionSink | None = None
+    ) -> None:
         self.node = node
         self.metrics = metrics
         self.events = events
+        self.conditions = conditions
         self.log = structlog.get_logger("podpin").bind(node=node)
         self._warned: set[tuple[str, str, str]] = set()
         self._pinned: set[str] = set()
@@ -196,9 +230,13 @@ class Reporter:
             request=request,
             pool=Pool.NODE_SHARED,
         )
+        message = decision.message or ""
+        if self.conditions is not None:  # the writer sends a condition only when it changes
+            self.conditions.set(
+                _ref(decision), False, decision.reason or "UnexpectedAdmissionError", _condition_message(message)
+            )
         if repeat:
             return
-        message = decision.message or ""
         self._warn_once(
             _ref(decision),
             decision.reason or "UnexpectedAdmissionError",
@@ -245,6 +283,8 @@ class Reporter:
         }
         if self.events is not None:
             self.events.forget_gone(alive)
+        if self.conditions is not None:
+            self.conditions.forget_gone(alive)
 
     def mark_pinned(self, uids: Iterable[str]) -> None:
         """Pods restored from the checkpoint were pinned (and announced) by an earlier run: no second ``Pinned``."""
@@ -480,8 +520,20 @@ class Reporter:
         if pod.uid in self._pinned:
             return
         self._pinned.add(pod.uid)
+        summary = pinned_summary(pod)
         if self.events is not None:
-            self.events.normal(_ref(pod), "Pinned", pinned_summary(pod))
+            self.events.normal(_ref(pod), "Pinned", summary)
+        if self.conditions is not None:
+            self.conditions.set(_ref(pod), True, PINNED_REASON, _condition_message(summary))
+
+    def shared_only(self, pod: PodPlan) -> None:
+        """A pod that asks no CPU of its own but waits for the condition (its readiness gate): True, as designed."""
+        if pod.uid in self._pinned or self.conditions is None:
+            return
+        self._pinned.add(pod.uid)
+        self.conditions.set(
+            _ref(pod), True, SHARED_REASON, "no container asks for CPUs of its own: all run in the node shared pool"
+        )
 
     # -- the affinity audit -----------------------------------------------------------------
     def affinity_audited(self, findings: Iterable[AffinityFinding]) -> None:

@@ -3,7 +3,9 @@
 The CPU map answers "who runs where" at a glance: socket -> NUMA node -> core
 -> CPU, each CPU tagged with its owner (``E<n>`` an exclusive container, ``P<n>``
 a pod shared pool), ``.`` for the node shared pool, ``R`` for reserved CPUs and
-``x`` for offline ones, with a legend naming every owner.
+``x`` for offline ones, with a legend naming every owner. An init container's
+slice is reused by its pod once it finished: those CPUs show both owners
+(``P1/E1``), so every owner in the legend is drawn.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from agent.alloc import Plan, PodPlan, Pool
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind
+from agent.quantity import count_of
 from agent.render.devices import devices_text
 from agent.render.reasons import reason_text, rejection_text
 from agent.topology.model import Topology
@@ -28,8 +31,11 @@ class _Owner:
     init: bool = False
 
 
-def _plural(count: int) -> str:
-    return f"{count} CPU" if count == 1 else f"{count} CPUs"
+def _cpus_named(cpus: CPUSet) -> str:
+    """``none``, ``CPU 0`` or ``CPUs 0,16``: a set that reads the same whether it is empty, one CPU or more."""
+    if not cpus:
+        return "none"
+    return f"CPU {cpus}" if len(cpus) == 1 else f"CPUs {cpus}"
 
 
 def _table(rows: list[list[str]], indent: str) -> list[str]:
@@ -94,17 +100,39 @@ def owner_tags(plan: Plan) -> list[_Owner]:
     return owners
 
 
-def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
-    owners = owner_tags(plan)
-    tag_of: dict[int, str] = {}
-    # Long-running owners first: a finished init container's slice is shown under
-    # the pod shared pool or app slice that reuses it.
+def _tags_by_cpu(owners: list[_Owner], reserved: CPUSet) -> dict[int, str]:
+    """Each owned CPU's cell: its owners' tags, the long-running owner first (``P1/E1``: the pod shared pool P1,
+    used by the init container E1 before), so an init container's slice is drawn where the legend says it is."""
+    tags: dict[int, list[str]] = {}
     for owner in sorted(owners, key=lambda o: o.init):
         for cpu in owner.cpus:
-            tag_of.setdefault(cpu, owner.tag)
-    for cpu in plan.reserved:
-        tag_of.setdefault(cpu, "R")
-    lines = ["CPU map  (E<n> exclusive container, P<n> pod shared pool, . node shared pool, R reserved, x offline)"]
+            tags.setdefault(cpu, []).append(owner.tag)
+    for cpu in reserved:
+        tags.setdefault(cpu, ["R"])
+    return {cpu: "/".join(each) for cpu, each in tags.items()}
+
+
+def _legend(owners: list[_Owner], tag_of: dict[int, str]) -> list[str]:
+    """One row per owner; an init container's says which owner takes its CPUs once it finished."""
+    rows = []
+    for owner in owners:
+        what = owner.what
+        if owner.init:
+            later = sorted({t for cpu in owner.cpus for t in tag_of[cpu].split("/")} - {owner.tag})
+            what += f": its CPUs go to {', '.join(later)} once it finished" if later else ""
+        rows.append([owner.tag, count_of(len(owner.cpus), "CPU"), what])
+    return _table(rows, "  ")
+
+
+def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
+    owners = owner_tags(plan)
+    tag_of = _tags_by_cpu(owners, plan.reserved)
+    lines = [
+        (
+            "CPU map  (E<n> exclusive container, P<n> pod shared pool, A/B: A's CPUs, used by the init container B "
+            "before, . node shared pool, R reserved, x offline)"
+        )
+    ]
     width = max((len(t) for t in tag_of.values()), default=1)
     for socket in topology.socket_ids:
         lines.append(f"socket {socket}")
@@ -116,12 +144,12 @@ def _cpu_map(plan: Plan, topology: Topology) -> list[str]:
             lines.append(f"  NUMA node {numa}")
             for core in topology.cores_of(cpus):
                 cells = [f"{cpu:>4} {tag_of.get(cpu, '.'):<{width}}" for cpu in topology.cpus_in_cores(core) & cpus]
-                lines.append(f"    core {core:<4}" + "  ".join(cells))
+                lines.append((f"    core {core:<4}" + "  ".join(cells)).rstrip())
     if topology.offline_cpus:
         lines.append(f"offline: {topology.offline_cpus} (x)")
     if owners:
         lines.append("legend")
-        lines.extend(_table([[o.tag, _plural(len(o.cpus)), o.what] for o in owners], "  "))
+        lines.extend(_legend(owners, tag_of))
     return lines
 
 
@@ -129,8 +157,8 @@ def render_plan_text(plan: Plan, topology: Topology, *, show_mems: bool) -> str:
     """The whole plan as text: node pools, one block per pod, the CPU map."""
     lines = [
         (
-            f"node: {len(plan.online)} CPUs ({plan.online}), reserved {plan.reserved or '-'}, "
-            f"node shared pool {plan.shared_pool} ({len(plan.shared_pool)} CPUs)"
+            f"node: {count_of(len(plan.online), 'CPU')} ({plan.online}), reserved {_cpus_named(plan.reserved)}, "
+            f"node shared pool {plan.shared_pool} ({count_of(len(plan.shared_pool), 'CPU')})"
         ),
         "",
     ]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from agent.alloc import ContainerRequest, Pool, PoolReason, ReasonKind, RequestFacts
 from agent.pods import CPUEligibility
-from agent.quantity import format_bytes, format_cpu
+from agent.quantity import count_of, format_bytes, format_cpu
 
 __all__ = ["POOL_WORDS", "reason_text", "rejection_text"]
 
@@ -29,7 +29,7 @@ _NOT_ELIGIBLE = "not eligible for exclusive CPUs"
 
 
 def _cpus(count: int) -> str:
-    return f"{count} whole CPU" if count == 1 else f"{count} whole CPUs"
+    return count_of(count, "whole CPU")
 
 
 def _cpu(millis: int | None) -> str:
@@ -108,12 +108,12 @@ def rejection_text(facts: RequestFacts) -> str:
     if facts.pod_cpu is not None or facts.pod_memory is not None:
         asked = [f"cpu {format_cpu(facts.pod_cpu)}"] if facts.pod_cpu is not None else []
         asked += [f"memory {format_bytes(facts.pod_memory)}"] if facts.pod_memory is not None else []
-        own = f"{facts.exclusive_cpus} CPUs of its own" if facts.exclusive_cpus else "no CPUs of its own"
+        own = f"{count_of(facts.exclusive_cpus, 'CPU')} of its own" if facts.exclusive_cpus else "no CPUs of its own"
         pod = f"{' '.join(asked)}: {own}"
     else:
-        pod = f"{facts.exclusive_cpus} exclusive CPUs" if facts.exclusive_cpus else "no exclusive CPUs"
+        pod = count_of(facts.exclusive_cpus, "exclusive CPU") if facts.exclusive_cpus else "no exclusive CPUs"
     free = ", ".join(
-        f"NUMA {entry.numa} {entry.cpus} CPUs"
+        f"NUMA {entry.numa} {count_of(entry.cpus, 'CPU')}"
         + (f" and {format_bytes(entry.memory)}" if entry.memory is not None else "")
         for entry in facts.free
     )

@@ -8,16 +8,40 @@ errors naming the path.
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 from agent.topology.codec import topology_from_dict
 from agent.topology.model import Topology, TopologyError
 from agent.topology.sysfs import SysfsError, read_topology
 
-__all__ = ["load_topology", "DEFAULT_SYSFS_ROOT"]
+__all__ = ["load_topology", "machine_name", "DEFAULT_SYSFS_ROOT"]
 
 #: Where sysfs is mounted on a Linux machine.
 DEFAULT_SYSFS_ROOT = Path("/sys")
+
+
+def _read_json(topology_file: Path) -> object:
+    try:
+        return json.loads(Path(topology_file).read_text())
+    except OSError as err:
+        raise TopologyError(f"{topology_file}: cannot read: {err.strerror or err}") from err
+    except ValueError as err:
+        raise TopologyError(f"{topology_file}: not valid JSON: {err}") from err
+
+
+def machine_name(topology_file: Path | None, sysfs_root: Path = DEFAULT_SYSFS_ROOT) -> str | None:
+    """The name of the machine a topology describes: a saved file's ``hostname``, this host's name for its own
+    ``/sys``; None when nothing says (a sysfs copy, a file saved without one).
+
+    Raises:
+        TopologyError: the file cannot be read or parsed.
+    """
+    if topology_file is not None:
+        data = _read_json(topology_file)
+        name = data.get("hostname") if isinstance(data, dict) else None
+        return name if isinstance(name, str) and name else None
+    return socket.gethostname() if Path(sysfs_root) == DEFAULT_SYSFS_ROOT else None
 
 
 def load_topology(topology_file: Path | None, sysfs_root: Path = DEFAULT_SYSFS_ROOT) -> Topology:
@@ -28,12 +52,7 @@ def load_topology(topology_file: Path | None, sysfs_root: Path = DEFAULT_SYSFS_R
             the message starts with the path.
     """
     if topology_file is not None:
-        try:
-            data = json.loads(Path(topology_file).read_text())
-        except OSError as err:
-            raise TopologyError(f"{topology_file}: cannot read: {err.strerror or err}") from err
-        except ValueError as err:
-            raise TopologyError(f"{topology_file}: not valid JSON: {err}") from err
+        data = _read_json(topology_file)
         try:
             return topology_from_dict(data)
         except TopologyError as err:

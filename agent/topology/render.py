@@ -11,6 +11,7 @@ only formats and never reads files.
 from __future__ import annotations
 
 from agent.cpuset import CPUSet
+from agent.quantity import count_of
 from agent.topology.codec import device_sort_key
 from agent.topology.model import Device, NUMANode, Topology
 
@@ -32,10 +33,6 @@ def _cpulist(cpus: CPUSet) -> str:
     return str(cpus) if cpus else "none"
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def _hugepages(node: NUMANode) -> str:
     sizes = [f"{count} x {format_bytes(kib * 1024)}" for kib, count in sorted(node.hugepages.items()) if count]
     return ", ".join(sizes) if sizes else "none"
@@ -51,10 +48,10 @@ def _summary(topology: Topology) -> list[str]:
         "machine: "
         + ", ".join(
             [
-                _plural(len(topology.socket_ids), "socket"),
-                _plural(node_count, "NUMA node"),
-                _plural(len(topology.core_ids), "core"),
-                f"{len(topology.online_cpus)} of {_plural(len(topology.cpus), 'CPU')} online",
+                count_of(len(topology.socket_ids), "socket"),
+                count_of(node_count, "NUMA node"),
+                count_of(len(topology.core_ids), "core"),
+                f"{len(topology.online_cpus)} of {count_of(len(topology.cpus), 'CPU')} online",
             ]
         ),
         f"offline CPUs: {_cpulist(topology.offline_cpus)}",

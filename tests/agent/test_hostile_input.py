@@ -99,7 +99,7 @@ def test_quoted_4401_digit_quantity_is_that_pods_error(node: AgentNode) -> None:
             b'l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
             + b"".join(f"l{n}: &l{n} [{','.join([f'*l{n - 1}'] * 9)}]\n".encode() for n in range(1, 8))
             + b"nodeName: *l7\n",
-            "not valid YAML: line 1, column 5: YAML anchors are not accepted (&l0); write the value out",
+            "not valid YAML: line 5, column 30: more than 50000 values in one file once its aliases are expanded (*l3)",
         ),
         (b"1: a\nzzz: b\n", "unknown configuration key 'zzz' (known keys: "),
     ],

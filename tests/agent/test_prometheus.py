@@ -117,5 +117,5 @@ def test_prometheus_server_scrapes_the_agent(agent: tuple[AgentNode, Spawned], t
     assert 1 == len(result), server.stderr.read().decode()[-2000:] if server.stderr else ""
     value = result[0]["value"]
     assert isinstance(value, list)
-    # The bubble of the trading pod: 6 CPUs (the kubelet counts a whole bubble as exclusively allocated).
-    assert "6" == value[1]
+    # The trading pod's exclusive slice: 4 CPUs of its 6-CPU bubble (the other 2 are its pod shared pool).
+    assert "4" == value[1]

@@ -175,6 +175,32 @@ def test_reset_with_pods_from_the_api_server(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("server", ["no configuration", "unreachable"])
+def test_without_a_pod_list_every_cpuset_is_widened_and_every_quota_left(tmp_path: Path, server: str) -> None:
+    """No API access and no --pods-dir (a broken node): cpusets widened, quotas left as found, and it says so."""
+    node, _ = _pinned(tmp_path)
+    if server == "unreachable":
+        with ApiServerEmulator() as api:  # a port that answered once and is closed now
+            url = api.url
+        config = str(kubeconfig(node.base / "kubeconfig", url))
+    else:
+        config = str(node.base / "no-such-kubeconfig")
+    status, out, err = _reset(node, pods_dir=None, kubeconfig=config)
+    db = node.container_cgroup(PODS[0], "db")
+    notes = [line for line in out.splitlines() if line.startswith("note: no pod list (")]
+    assert (0, "", {ONLINE}, "max 100000", 1) == (
+        status,
+        err,
+        set(_effective(node).values()),
+        node.read(db, "cpu.max"),
+        len(notes),
+    )
+    assert notes[0].endswith(
+        "every cpuset is widened, but the cpu.max of each pod's cgroups is left as it is (run the reset again with "
+        "API access, or with --pods-dir DIR of the node's pod manifests, to give the quotas back)"
+    )
+
+
 def _key(node: AgentNode, cgroup: Path, file: str) -> str:
     return str((cgroup / file).relative_to(node.tree.root))
 

@@ -19,7 +19,8 @@ import yaml
 
 from agent import __version__
 from agent.alloc import TopologyManagerPolicy, TopologyManagerScope
-from agent.config import NRTSettings, config_from_mapping
+from agent.config import ConfigError, NRTSettings, config_from_mapping
+from agent.config_layers import flatten_layers
 from agent.nri import NRIConfig
 from tests.support.k8s_tools import CHART, checkov, helm_template, rendered_objects, run_helm, supported_versions
 
@@ -41,9 +42,11 @@ def _one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> d
     return found[0]
 
 
-def _mounts(objects: list[dict[str, Any]]) -> dict[str, tuple[str, str, bool]]:
-    """mountPath -> (hostPath, type, readOnly) of the agent container's host mounts."""
-    pod = _one(objects, "DaemonSet")["spec"]["template"]["spec"]
+def _mounts(objects: list[dict[str, Any]], name: str = "podpin") -> dict[str, tuple[str, str, bool]]:
+    """mountPath -> (hostPath, type, readOnly) of the host mounts of the first container of DaemonSet ``name``
+    (the agent's, or the uninstall hook's reset)."""
+    pod = _one(objects, "DaemonSet", name)["spec"]["template"]["spec"]
+    pod = {**pod, "containers": pod.get("initContainers") or pod["containers"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     return {
         m["mountPath"]: (
@@ -87,7 +90,8 @@ class TestChart:
         assert (">=1.34.0-0", "1.34") == (chart["kubeVersion"], supported_versions()[0])
 
     def test_default_install(self, tmp_path: Path) -> None:
-        """Defaults: no Namespace object (helm --create-namespace), metrics Service, no ServiceMonitor or dashboard."""
+        """Defaults: no Namespace object (helm --create-namespace), metrics Service, no ServiceMonitor or dashboard;
+        then the pre-delete hook's objects."""
         expected = [
             ("NetworkPolicy", "podpin"),
             ("ResourceQuota", "podpin-critical-pods"),
@@ -97,17 +101,25 @@ class TestChart:
             ("ClusterRoleBinding", "podpin"),
             ("Service", "podpin-metrics"),
             ("DaemonSet", "podpin"),
+            ("ValidatingAdmissionPolicy", "podpin-podpin-system-pod-status"),
+            ("ValidatingAdmissionPolicyBinding", "podpin-podpin-system-pod-status"),
+            ("NetworkPolicy", "podpin-uninstall"),
+            ("ServiceAccount", "podpin-uninstall"),
+            ("Role", "podpin-uninstall"),
+            ("RoleBinding", "podpin-uninstall"),
+            ("DaemonSet", "podpin-uninstall"),
+            ("Job", "podpin-uninstall"),
         ]
         assert expected == _kinds(_render(tmp_path))
 
     def test_image_defaults_to_the_app_version(self, tmp_path: Path) -> None:
         """image.tag empty -> the appVersion; a digest is appended to the tag; repository and pull policy apply."""
-        default = _one(_render(tmp_path), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        default = _one(_render(tmp_path), "DaemonSet", "podpin")["spec"]["template"]["spec"]["containers"][0]
         digest = "sha256:" + "ab" * 32
         values = {
             "image": {"repository": "registry.local/podpin", "tag": "9.9.9", "digest": digest, "pullPolicy": "Always"}
         }
-        pinned = _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        pinned = _one(_render(tmp_path, values), "DaemonSet", "podpin")["spec"]["template"]["spec"]["containers"][0]
         expected = (
             (f"ghcr.io/podpin/podpin:{__version__}", "IfNotPresent"),
             (f"registry.local/podpin:9.9.9@{digest}", "Always"),
@@ -133,8 +145,8 @@ class TestChart:
         }
         tolerations = [{"key": "dedicated", "operator": "Equal", "value": "trading", "effect": "NoSchedule"}]
         values = {"nodeSelector": {"pool": "latency"}, "affinity": affinity, "tolerations": tolerations}
-        default = _one(_render(tmp_path), "DaemonSet")["spec"]["template"]["spec"]
-        custom = _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["spec"]
+        default = _one(_render(tmp_path), "DaemonSet", "podpin")["spec"]["template"]["spec"]
+        custom = _one(_render(tmp_path, values), "DaemonSet", "podpin")["spec"]["template"]["spec"]
         expected = (
             ({"kubernetes.io/os": "linux", "podpin.io/enabled": "true"}, None, [{"operator": "Exists"}]),
             ({"kubernetes.io/os": "linux", "podpin.io/enabled": "true", "pool": "latency"}, affinity, tolerations),
@@ -161,20 +173,27 @@ class TestChart:
         )
         assert expected == actual
 
-    def test_config_change_rolls_the_agents(self, tmp_path: Path) -> None:
-        """A changed config changes the pod template's checksum annotation, so the DaemonSet rolls."""
+    def test_config_change_rolls_the_agents_unless_they_follow_it_live(self, tmp_path: Path) -> None:
+        """A changed key the agents take only at start changes the pod template's checksum, so the DaemonSet rolls;
+        a change of a key they follow live (reconcilePeriod, deviceWaitTimeout, in any section) does not."""
         checksums = [
-            _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["metadata"]["annotations"][
+            _one(_render(tmp_path, values), "DaemonSet", "podpin")["spec"]["template"]["metadata"]["annotations"][
                 "checksum/config"
             ]
-            for values in ({}, {"config": {"logLevel": "debug"}})
+            for values in (
+                {"config": {"groups": {"big": {"cgroupWatch": "poll"}}}},
+                {"config": {"groups": {"big": {"cgroupWatch": "poll"}}, "logLevel": "debug"}},
+                {"config": {"groups": {"big": {"cgroupWatch": "poll"}}, "reconcilePeriod": "30s"}},
+                {"config": {"groups": {"big": {"cgroupWatch": "poll", "reconcilePeriod": "3s"}}}},
+                {"config": {"groups": {"big": {"cgroupWatch": "inotify", "deviceWaitTimeout": "1s"}}}},
+            )
         ]
-        assert 2 == len(set(checksums))
+        assert [True, False, False, True] == [checksum != checksums[0] for checksum in checksums[1:]]
 
     def test_metrics_port_follows_the_bind_address(self, tmp_path: Path) -> None:
         """The container port, the probes' named port and the Service take metricsBindAddress's port."""
         objects = _render(tmp_path, {"config": {"metricsBindAddress": "[::]:9400"}})
-        container = _one(objects, "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
+        container = _one(objects, "DaemonSet", "podpin")["spec"]["template"]["spec"]["containers"][0]
         service = _one(objects, "Service")["spec"]["ports"][0]
         assert (9400, 9400) == (container["ports"][0]["containerPort"], service["port"])
 
@@ -213,7 +232,7 @@ class TestToggles:
 
     def test_nri_is_the_charts_not_the_config_block(self, tmp_path: Path) -> None:
         """config.nri is refused by the schema: the nri values decide both the mount and the agent's section."""
-        assert "additional properties 'nri' not allowed" in _schema_error(tmp_path, {"config": {"nri": {}}})
+        assert "at '/config/nri': false schema" in _schema_error(tmp_path, {"config": {"nri": {}}})
 
     def test_runtime_state_mounts_reach_the_agent(self, tmp_path: Path) -> None:
         """runtimeState mounts containerd's and CRI-O's state read-only under mountRoot, and the agent's runtimeRoot
@@ -289,7 +308,7 @@ class TestToggles:
         )
         actual = (loaded.nrt, role["rules"], (binding["roleRef"]["name"], binding["subjects"]))
         assert expected == actual
-        assert "pin" == _one(objects, "ServiceAccount")["metadata"]["name"]
+        assert "pin" == _one(objects, "ServiceAccount", "pin")["metadata"]["name"]
 
     def test_nrt_crd_install(self, tmp_path: Path) -> None:
         """nrtCRD.install renders the NodeResourceTopology CRD, kept by helm uninstall."""
@@ -337,7 +356,9 @@ class TestToggles:
     def test_network_policy_from(self, tmp_path: Path) -> None:
         """networkPolicy.from adds peers to the labelled scraping namespaces."""
         peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
-        policy = _one(_render(tmp_path, {"networkPolicy": {"from": peers}}), "NetworkPolicy")["spec"]["ingress"]
+        policy = _one(_render(tmp_path, {"networkPolicy": {"from": peers}}), "NetworkPolicy", "podpin")["spec"][
+            "ingress"
+        ]
         labelled = {"namespaceSelector": {"matchLabels": {"podpin.io/scrape": "true"}}}
         assert [{"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [labelled, *peers]}] == policy
 
@@ -360,27 +381,37 @@ class TestToggles:
         item 8: nothing limited who may scrape); emptied (helm merges maps: null drops the default key), the policy
         admits any source on the metrics port."""
         values = {} if labels is None else {"networkPolicy": {"scrapeNamespaceLabels": labels}}
-        (rule,) = _one(_render(tmp_path, values), "NetworkPolicy")["spec"]["ingress"]
+        (rule,) = _one(_render(tmp_path, values), "NetworkPolicy", "podpin")["spec"]["ingress"]
         assert expected == rule.get("from")
 
     @pytest.mark.parametrize(
         ("values", "writable"),
         [
-            ({}, "kubepods.slice"),
             ({"config": {"cgroupDriver": "cgroupfs"}}, "kubepods"),
             ({"config": {"cgroupDriver": "systemd"}}, "kubepods.slice"),
             ({"cgroupSubtree": "kubepods"}, "kubepods"),
         ],
-        ids=["auto", "cgroupfs", "systemd", "explicit"],
+        ids=["cgroupfs", "systemd", "explicit"],
     )
     def test_only_the_pod_cgroups_are_writable(self, tmp_path: Path, values: dict[str, Any], writable: str) -> None:
-        """The cgroup tree is read-only and only the kubelet's pod subtree of the driver is read-write."""
-        mounts = _mounts(_render(tmp_path, values))
-        cgroup = {path: mount for path, mount in mounts.items() if path.startswith("/sys/fs/cgroup")}
-        assert {
-            "/sys/fs/cgroup": ("/sys/fs/cgroup", "Directory", True),
-            f"/sys/fs/cgroup/{writable}": (f"/sys/fs/cgroup/{writable}", "Directory", False),
-        } == cgroup
+        """With the driver named, the cgroup tree is read-only and only the kubelet's pod subtree is read-write, for
+        the agents and the uninstall hook's resets alike."""
+        objects = _render(tmp_path, values)
+        for name in ("podpin", "podpin-uninstall"):
+            mounts = _mounts(objects, name)
+            cgroup = {path: mount for path, mount in mounts.items() if path.startswith("/sys/fs/cgroup")}
+            assert {
+                "/sys/fs/cgroup": ("/sys/fs/cgroup", "Directory", True),
+                f"/sys/fs/cgroup/{writable}": (f"/sys/fs/cgroup/{writable}", "Directory", False),
+            } == cgroup
+
+    def test_auto_driver_mounts_no_subtree_a_node_may_lack(self, tmp_path: Path) -> None:
+        """cgroupDriver auto (the default) mounts no kubepods.slice, which a cgroupfs node lacks (the pod would never
+        start, finding 5): the whole tree is writable instead, as the agent finds its driver on the node."""
+        objects = _render(tmp_path)
+        for name in ("podpin", "podpin-uninstall"):
+            cgroup = {path: m for path, m in _mounts(objects, name).items() if path.startswith("/sys/fs/cgroup")}
+            assert {"/sys/fs/cgroup": ("/sys/fs/cgroup", "Directory", False)} == cgroup
 
     @pytest.mark.parametrize(
         ("values", "pods"),
@@ -401,7 +432,8 @@ class TestNonDefaultRenderIsValid:
         assert [version] * len(objects) == [kubernetes_validate.validate(o, version, strict=True) for o in objects]
 
     def test_checkov(self, tmp_path: Path) -> None:
-        """checkov passes the same render; with a digest and pullPolicy Always only the three uid/token skips remain."""
+        """checkov passes the same render; with a digest and pullPolicy Always only the uid/token skips (and the
+        uninstall hook's probe skips) remain."""
         rendered = tmp_path / "rendered.yaml"
         rendered.write_text(helm_template((NRI_VALUES,)))
         run = subprocess.run(
@@ -423,7 +455,8 @@ class TestNonDefaultRenderIsValid:
         report = json.loads(run.stdout)
         failed = [(c["check_id"], c["resource"]) for c in report["results"]["failed_checks"]]
         skipped = {c["check_id"] for c in report["results"]["skipped_checks"]}
-        assert ([], {"CKV_K8S_23", "CKV_K8S_38", "CKV_K8S_40"}) == (failed, skipped)
+        # The agent: uid 0 and its token; the uninstall hook's reset pods and Job also need no probes.
+        assert ([], {"CKV_K8S_8", "CKV_K8S_9", "CKV_K8S_23", "CKV_K8S_38", "CKV_K8S_40"}) == (failed, skipped)
 
 
 class TestSchema:
@@ -437,10 +470,12 @@ class TestSchema:
             ({"nri": {"socket": "/run/nri.sock"}}, "additional properties 'socket' not allowed"),
             ({"monitoring": {"serviceMonitor": {"relase": "x"}}}, "additional properties 'relase' not allowed"),
             ({"config": {"topologyManagerPolicy": "fast"}}, "at '/config/topologyManagerPolicy'"),
-            ({"config": {"topologyManagerPolicyOption": {}}}, "additional properties 'topologyManagerPolicyOption'"),
+            ({"config": {"topologyManagerPolicyOption": {}}}, "at '/config/topologyManagerPolicyOption': false schema"),
             ({"config": {"reconcilePeriod": 10}}, "at '/config/reconcilePeriod'"),
-            ({"config": {"nodeName": "worker-1"}}, "additional properties 'nodeName' not allowed"),
-            ({"config": {"podResourcesSocket": "/x.sock"}}, "additional properties 'podResourcesSocket' not allowed"),
+            ({"config": {"nodeName": "worker-1"}}, "at '/config/nodeName': false schema"),
+            ({"config": {"podResourcesSocket": "/x.sock"}}, "at '/config/podResourcesSocket': false schema"),
+            ({"config": {"kubeletConfigPath": "/x.yaml"}}, "at '/config/kubeletConfigPath': false schema"),
+            ({"config": {"groups": {"g": {"nodeName": "w"}}}}, "at '/config/groups/g'"),
             ({"config": {"nrt": {"enable": True}}}, "additional properties 'enable' not allowed"),
             ({"config": {"nrt": {"minInterval": 5}}}, "at '/config/nrt/minInterval'"),
             ({"nrtCRD": {"install": "yes"}}, "at '/nrtCRD/install'"),
@@ -465,7 +500,78 @@ class TestSchema:
 class TestAffinityAudit:
     def test_host_pid_only_when_asked(self, tmp_path: Path) -> None:
         """The DaemonSet stays out of the host PID namespace unless affinityAudit.hostPID lets the audit see threads."""
-        default = _one(_render(tmp_path), "DaemonSet")["spec"]["template"]["spec"]["hostPID"]
+        default = _one(_render(tmp_path), "DaemonSet", "podpin")["spec"]["template"]["spec"]["hostPID"]
         values = {"affinityAudit": {"hostPID": True}}
-        asked = _one(_render(tmp_path, values), "DaemonSet")["spec"]["template"]["spec"]["hostPID"]
+        asked = _one(_render(tmp_path, values), "DaemonSet", "podpin")["spec"]["template"]["spec"]["hostPID"]
         assert (False, True) == (default, asked)
+
+
+# (values, whether the agent accepts them): every refusal and every example the chart documents, through both the
+# chart (schema and templates) and the agent's own loader (finding 5: `helm template` rendered values the agent then
+# crash-looped on).
+BOTH_WAYS: list[tuple[dict[str, Any], bool]] = [
+    ({"config": {"reservedSystemCPUs": "0-1x"}}, False),
+    ({"config": {"reservedSystemCPUs": "3-1"}}, False),
+    ({"config": {"reservedSystemCPUs": "99999"}}, False),
+    ({"config": {"groups": {"trading": {"reservedSystemCPUs": "3-1"}}}}, False),
+    ({"nri": {"podWaitTimeout": "2s"}}, False),
+    ({"nri": {"podWaitTimeout": "800.1ms"}}, False),
+    ({"config": {"systemReserved": {"cpu": "abc"}}}, False),
+    ({"config": {"systemReserved": {"cpu": "-1"}}}, False),
+    ({"config": {"systemReserved": {"cpu": "0"}}}, False),
+    ({"config": {"kubeReserved": {"cpu": "1", "memory": "1.5.0"}}}, False),
+    ({"config": {"reconcilePeriod": "0s"}}, False),
+    ({"config": {"nodes": {"worker-7": {"podResyncPeriod": "-1s"}}}}, False),
+    ({"config": {"cpuCFSQuotaPeriod": "2s"}}, False),
+    ({"config": {"cpuCFSQuotaPeriod": "500us"}}, False),
+    ({"config": {"deviceWaitTimeout": "-1s"}}, False),
+    ({"config": {"metricsBindAddress": ":99999"}}, False),
+    ({"config": {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "4"}}}, False),
+    ({"config": {"evictionHard": {"memory.available": "10%"}}}, False),
+    ({"config": {"reservedSystemCPUs": "0"}}, True),
+    ({"config": {"reservedSystemCPUs": "0-1,16-17"}}, True),
+    ({"config": {"systemReserved": {"cpu": "500m", "memory": "1Gi"}, "kubeReserved": {"cpu": 1.5}}}, True),
+    ({"nri": {"podWaitTimeout": "0.8s"}}, True),
+    ({"nri": {"podWaitTimeout": "0"}}, True),
+    ({"config": {"reconcilePeriod": "1m30s", "podResyncPeriod": ".5s", "deviceWaitTimeout": "0s"}}, True),
+    ({"config": {"cpuCFSQuotaPeriod": "1ms"}}, True),
+    ({"config": {"cpuCFSQuotaPeriod": "1s"}}, True),
+    ({"config": {"metricsBindAddress": "[::]:9400", "stateBindAddress": "127.0.0.1:9364"}}, True),
+    ({"config": {"nrt": {"enabled": True, "minInterval": "0s"}}}, True),
+    ({"config": {"topologyManagerPolicyOptions": {"max-allowable-numa-nodes": "16"}}}, True),
+    ({"config": {"groups": {"trading": {"topologyManagerPolicy": "single-numa-node"}}}}, True),
+]
+
+
+def _agent_view(values: dict[str, Any]) -> dict[str, Any]:
+    """The agent's file for these values, as the chart writes it (the nri values become the nri section)."""
+    return {"nodeName": "node-1", **values.get("config", {}), **({"nri": values["nri"]} if "nri" in values else {})}
+
+
+def _agent_accepts(data: dict[str, Any]) -> bool:
+    """Whether the agent loads this file, for the default section and for each group and node section."""
+    views: list[tuple[str, dict[str, str]]] = [("node-1", {})]
+    views += [("node-1", {"podpin.io/config-group": group}) for group in data.get("groups") or {}]
+    views += [(node, {}) for node in data.get("nodes") or {}]
+    try:
+        for node, labels in views:
+            config_from_mapping(flatten_layers(data, node, labels).mapping, env={"NODE_NAME": node})
+    except ConfigError:
+        return False
+    return True
+
+
+class TestSchemaRefusesWhatTheAgentRefuses:
+    @pytest.mark.parametrize(("values", "accepted"), BOTH_WAYS, ids=[json.dumps(v) for v, _ in BOTH_WAYS])
+    def test_chart_and_agent_agree(self, tmp_path: Path, values: dict[str, Any], accepted: bool) -> None:
+        """The chart renders exactly what the agent loads: a refusal fails `helm template` naming the key, and
+        an accepted value reaches the agent's file unchanged."""
+        path = tmp_path / "values.yaml"
+        path.write_text(yaml.safe_dump(values))
+        run = run_helm("template", "podpin", str(CHART), "--values", str(path))
+        rendered = run.returncode == 0
+        agent = _agent_accepts(_agent_view(values))
+        assert (accepted, accepted) == (rendered, agent), run.stderr
+        if rendered:
+            config = _config(rendered_objects(run.stdout))
+            assert _agent_accepts(config)

@@ -28,6 +28,7 @@ import yaml
 from agent import __version__
 from agent.cli import build_parser
 from agent.config import CONFIG_KEYS, config_from_mapping
+from agent.config_layers import LAYER_KEYS, flatten_layers, group_label_of
 from agent.quantity import cpu_millis, memory_bytes
 from tests.support.discovery_server import discovery_server, kubeconfig_for
 from tests.support.k8s_tools import CHART, checkov, helm_template, kubectl, supported_versions
@@ -42,6 +43,7 @@ DASHBOARD_CONFIGMAP = DEPLOY / "grafana-dashboard.yaml"
 DASHBOARD = CHART / "dashboards" / "podpin.json"
 RBAC_NRT = DEPLOY / "rbac-nrt.yaml"
 CRD_NRT = DEPLOY / "crds" / "noderesourcetopologies.yaml"
+UNINSTALL = DEPLOY / "uninstall" / "uninstall-job.yaml"
 #: What `kubectl apply -f deploy/` applies (not recursive: the CRD in deploy/crds/ is applied on its own).
 TOP_LEVEL = (DAEMONSET, SERVICEMONITOR, PROMETHEUSRULE, DASHBOARD_CONFIGMAP, RBAC_NRT)
 MANIFESTS = (*TOP_LEVEL, CRD_NRT)
@@ -85,6 +87,14 @@ METRICS: dict[str, frozenset[str]] = {
     "podpin_affinity_audits_total": frozenset(),
     "podpin_exclusive_cpu_interference_seconds_total": frozenset({"cpu", "mode"}),
     "podpin_exclusive_cpu_owner": frozenset({"cpu", "namespace", "pod", "container", "pool"}),
+    "podpin_pods": frozenset({"state"}),
+    "podpin_numa_shared_cpus": frozenset({"numa_node"}),
+    "podpin_node_cpus": frozenset({"pool", "numa_node"}),
+    "podpin_reserved_cpus": frozenset({"numa_node"}),
+    "podpin_memory_pinning_requests_total": frozenset(),
+    "podpin_memory_pinning_errors_total": frozenset(),
+    "podpin_nri_connected": frozenset(),
+    "podpin_container_pins_total": frozenset({"source"}),
 }
 HISTOGRAMS = frozenset(
     {"podpin_admission_duration_seconds", "podpin_pin_latency_seconds", "podpin_reconcile_duration_seconds"}
@@ -102,7 +112,13 @@ def load_agent_config(text: str) -> dict[str, Any]:
     config = yaml.safe_load(text)
     if not isinstance(config, dict):
         raise ValueError(f"config: expected a mapping, got {type(config).__name__}")
-    config_from_mapping(config, env={"NODE_NAME": "node-1"})
+    # The default section, and each group's and node's as the node it is for would see it.
+    label = group_label_of(config)
+    views: list[tuple[str, dict[str, str]]] = [("node-1", {})]
+    views += [("node-1", {label: group}) for group in config.get("groups") or {}]
+    views += [(node, {}) for node in config.get("nodes") or {}]
+    for node, labels in views:
+        config_from_mapping(flatten_layers(config, node, labels).mapping, env={"NODE_NAME": node})
     return config
 
 
@@ -269,17 +285,22 @@ class TestGenerated:
                 "servicemonitor.yaml": SERVICEMONITOR,
                 "prometheusrule.yaml": PROMETHEUSRULE,
                 "grafana-dashboard.yaml": DASHBOARD_CONFIGMAP,
+                "uninstall-hook.yaml": UNINSTALL,
             },
             (MANIFESTS_VALUES, NRT_VALUES): {"rbac-nrt.yaml": RBAC_NRT, "crd-nrt.yaml": CRD_NRT},
         }
-        expected: dict[Path, list[str]] = {path: [] for path in MANIFESTS}
+        expected: dict[Path, list[str]] = {path: [] for path in (*MANIFESTS, UNINSTALL)}
         for values, own in renders.items():
             rest = DAEMONSET if len(values) == 1 else None
             for block in [block for block in helm_template(values).split("---\n") if block.strip()]:
                 path = own.get(block.splitlines()[0].rsplit("/", 1)[-1], rest)
+                text = block
+                if path == UNINSTALL:  # a hook applied with kubectl is an object like the others
+                    text = re.sub(r"^ +helm\.sh/hook[-a-z]*: .*\n", "", text, flags=re.MULTILINE)
+                    text = re.sub(r"^( +)annotations:\n(?!\1 )", "", text, flags=re.MULTILINE)
                 if path is not None:
-                    expected[path].append(block)
-        actual = {path: path.read_text().split("---\n")[1:] for path in MANIFESTS}
+                    expected[path].append(text)
+        actual = {path: path.read_text().split("---\n")[1:] for path in (*MANIFESTS, UNINSTALL)}
         assert expected == actual
 
     def test_render_script_check_passes(self) -> None:
@@ -370,6 +391,8 @@ class TestManifestValidity:
             ("ClusterRoleBinding", "podpin"),
             ("Service", "podpin-metrics"),
             ("DaemonSet", "podpin"),
+            ("ValidatingAdmissionPolicy", "podpin-podpin-system-pod-status"),
+            ("ValidatingAdmissionPolicyBinding", "podpin-podpin-system-pod-status"),
             ("ServiceMonitor", "podpin"),
             ("PrometheusRule", "podpin"),
             ("ConfigMap", "podpin-dashboard"),
@@ -422,10 +445,29 @@ class TestManifestValidity:
 
 
 class TestRBAC:
+    def test_pod_status_policy_narrows_the_status_patch(self) -> None:
+        """The ValidatingAdmissionPolicy matches only the agents' ServiceAccount on pods/status updates and checks the
+        node its token names and the one condition; its binding denies."""
+        policy, binding = _object("ValidatingAdmissionPolicy"), _object("ValidatingAdmissionPolicyBinding")
+        spec = policy["spec"]
+        assert (
+            [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/status"]}],
+            "request.userInfo.username == 'system:serviceaccount:podpin-system:podpin'",
+            True,
+            (policy["metadata"]["name"], ["Deny"]),
+        ) == (
+            spec["matchConstraints"]["resourceRules"],
+            spec["matchConditions"][0]["expression"],
+            "authentication.kubernetes.io/node-name" in spec["validations"][0]["expression"],
+            (binding["spec"]["policyName"], binding["spec"]["validationActions"]),
+        )
+
     def test_cluster_role_grants_only_what_the_agent_uses(self) -> None:
-        """Pods get/list/watch and Events create/patch; no nodes, no wildcards."""
+        """Pods get/list/watch, their status patch (the condition podpin.io/CPUsPinned) and Events create/patch; no
+        nodes, no wildcards."""
         expected = [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
         ]
         assert expected == _object("ClusterRole")["rules"]
@@ -483,7 +525,6 @@ class TestDaemonSet:
                 "HostPath Volumes": [
                     "sys",
                     "cgroup",
-                    "cgroup-pods",
                     "state",
                     "kubelet-state",
                     "nri",
@@ -505,17 +546,17 @@ class TestDaemonSet:
         assert expected == _container()["env"]
 
     def test_host_mounts(self) -> None:
-        """Only the kubelet's pod cgroups and the state dir read-write; /sys, the cgroup tree, the kubelet's
-        directory, the NRI socket's directory and the runtimes' state (under the agent's runtimeRoot, at their host
-        paths) read-only (issue "hold under attack" item 8: the whole cgroup tree was writable)."""
+        """The cgroup tree and the state dir read-write; /sys, the kubelet's directory, the NRI socket's directory and
+        the runtimes' state (under the agent's runtimeRoot, at their host paths) read-only. The default cgroupDriver
+        auto cannot name the kubelet's subtree (kubepods.slice or kubepods, by node), so the tree is writable; a named
+        driver narrows it to the subtree (tests/deploy/test_chart.py, test_only_the_pod_cgroups_are_writable)."""
         kubelet_dir = str(Path(_effective_config("kubeletCPUManagerStatePath")).parent)
         containerd = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
         crio = "/run/containers/storage/overlay-containers"
         runtime_root = _effective_config("runtimeRoot")
         expected = {
             "/sys": ("/sys", "Directory", True),
-            _effective_config("cgroupRoot"): ("/sys/fs/cgroup", "Directory", True),
-            f"{_effective_config('cgroupRoot')}/kubepods.slice": ("/sys/fs/cgroup/kubepods.slice", "Directory", False),
+            _effective_config("cgroupRoot"): ("/sys/fs/cgroup", "Directory", False),
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
             kubelet_dir: ("/var/lib/kubelet", "Directory", True),
             "/var/run/nri": ("/var/run/nri", "DirectoryOrCreate", True),
@@ -617,11 +658,18 @@ class TestAgentConfig:
         assert [] == [key for key in CONFIG_DEFAULTS if not re.search(rf"\b{key}\b", comments)]
 
     def test_commented_examples_are_valid(self) -> None:
-        """Switching on every commented-out example gives a config the agent loads, with every key but the five the
-        chart sets."""
+        """Switching on every commented-out example gives a config the agent loads (its group and node sections too),
+        with every key but the six the chart sets."""
         config = load_agent_config(_uncomment_examples(_values_config_block()))
-        chart_set = {"nodeName", "kubeletCPUManagerStatePath", "podResourcesSocket", "nri", "runtimeRoot"}
-        assert [] == [key for key in CONFIG_DEFAULTS if key not in config and key not in chart_set]
+        chart_set = {
+            "nodeName",
+            "kubeletCPUManagerStatePath",
+            "podResourcesSocket",
+            "kubeletConfigPath",
+            "nri",
+            "runtimeRoot",
+        }
+        assert [] == [key for key in (*CONFIG_DEFAULTS, *LAYER_KEYS) if key not in config and key not in chart_set]
 
     def test_unknown_key_is_rejected(self) -> None:
         """The config check names a key the agent does not know."""
@@ -726,7 +774,8 @@ class TestDashboard:
         assert [] == wrong
 
     def test_covers_the_operator_questions(self) -> None:
-        """Exclusive/shared CPUs per NUMA node, pod pools, pin latency, rejections, drift, shared-pool usage by pod."""
+        """Exclusive/shared CPUs per NUMA node, pod pools, pin latency, rejections, drift, shared-pool usage by pod,
+        the pinning mode (NRI, who named new containers), rejected pods left unpinned, every pool per NUMA node."""
         used = set().union(*(promql_names(expr)[0] for _, expr in _targets()))
         expected = {
             "podpin_allocation_per_numa",
@@ -737,6 +786,11 @@ class TestDashboard:
             "podpin_admission_errors_total",
             "podpin_drift_repairs_total",
             "podpin_pool_cpu_usage_seconds_total",
+            "podpin_nri_connected",
+            "podpin_container_pins_total",
+            "podpin_pods",
+            "podpin_node_cpus",
+            "podpin_reserved_cpus",
         }
         assert expected == expected & used
 

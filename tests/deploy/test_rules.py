@@ -17,9 +17,12 @@ from typing import Any
 
 import yaml
 
+from agent.alloc.tally import AllocationEvent
+from agent.metrics import AgentMetrics
 from tests.deploy.test_manifests import METRICS, TARGET_LABELS, promql_names
 from tests.support.k8s_tools import CHART, helm_template, rendered_objects, run_helm
 from tests.support.paths import REPO
+from tests.unit.test_metrics import node_snapshot
 
 RULES = CHART / "rules" / "podpin.rules.yaml"
 RULES_TEST = REPO / "tests" / "deploy" / "rules" / "podpin.rules.test.yaml"
@@ -28,7 +31,8 @@ ALERTS = [
     "PodpinAgentDown",
     "PodpinAgentNotReady",
     "PodpinKubeletPinning",
-    "PodpinPinningFailing",
+    "PodpinPodsRejected",
+    "PodpinPodsRunningUnpinned",
     "PodpinCgroupWritesFailing",
     "PodpinDriftNotRepairing",
     "PodpinCheckpointFailing",
@@ -121,3 +125,32 @@ def test_toggles_and_labels(tmp_path: Path) -> None:
     kinds_off = {o["kind"] for o in rendered_objects(helm_template((), off, tmp_dir=tmp_path))}
     expected = (False, ("prom", "nodes"), False)
     assert expected == ("PrometheusRule" in kinds, (labels["release"], labels["team"]), "PrometheusRule" in kinds_off)
+
+
+def test_contract_metrics_are_the_agents() -> None:
+    """Every metric the rules and the dashboard may read is exposed by the agent with exactly those labels (the
+    node audits' two families aside: ``tests/agent/test_audit.py`` reads them from a running agent)."""
+    metrics = AgentMetrics(node_snapshot)
+    metrics.count_allocations((AllocationEvent.memory_pinning(ok=False),))
+    metrics.admission_duration.observe(0.001)
+    metrics.pin_latency.observe(0.001)
+    metrics.reconcile_duration.observe(0.001)
+    # Label sets that are open (an errno, a file) have children only once something happened.
+    metrics.cgroup_writes.labels(file="cpuset.cpus", result="ok").inc()
+    metrics.cgroup_write_errors.labels(errno="EBUSY").inc()
+    metrics.checkpoint_write_errors.labels(errno="ENOSPC").inc()
+    exposed: dict[str, set[str]] = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            name = sample.name
+            for suffix in ("_bucket", "_count", "_sum"):
+                if family.type == "histogram" and name.endswith(suffix):
+                    name = name.removesuffix(suffix)
+            exposed.setdefault(name, set()).update(set(sample.labels) - {"le"})
+    audits = {"podpin_exclusive_cpu_interference_seconds_total", "podpin_exclusive_cpu_owner"}
+    wrong = {
+        name: (sorted(labels), sorted(exposed.get(name, {"<not exposed>"})))
+        for name, labels in METRICS.items()
+        if name not in audits and exposed.get(name) != set(labels)
+    }
+    assert {} == wrong

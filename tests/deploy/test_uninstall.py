@@ -1,10 +1,11 @@
-"""deploy/uninstall/uninstall-job.yaml: ``podpin reset`` on every node the agent served, checked like the install.
+"""The uninstall: the chart's pre-delete hook and deploy/uninstall/ (rendered from it), checked like the install.
 
-The manifest must validate strictly against the targeted Kubernetes, pass
-checkov with only reasoned skips, run real ``podpin reset`` arguments (parsed by
-the CLI's own parser), and see the node exactly as the agent does: the same
-nodes, ServiceAccount, ConfigMap, cgroup tree and state directory (where the
-node's lock and the checkpoint are). It lives in a subdirectory, so
+The hook resets every node before podpin goes (``templates/uninstall-hook.yaml``): a DaemonSet running real
+``podpin reset`` arguments (parsed by the CLI's own parser) that sees the node exactly as the agent does (the same
+nodes, ServiceAccount, ConfigMap, cgroup tree and state directory, where the node's lock and the checkpoint are),
+and a Job running ``podpin uninstall`` with a Role limited to the two DaemonSets. Both are made from the release's
+values: another release name, namespace, driver, node selection or image gives hooks that match it. The plain file
+validates strictly, passes checkov with only reasoned skips, and lives in a subdirectory, so
 ``kubectl apply -f deploy/`` never runs it.
 """
 
@@ -22,6 +23,7 @@ import pytest
 import yaml
 
 from agent.cli import build_parser
+from tests.support.k8s_tools import CHART, helm_template, rendered_objects, run_helm
 from tests.support.paths import REPO
 
 UNINSTALL = REPO / "deploy" / "uninstall" / "uninstall-job.yaml"
@@ -60,13 +62,93 @@ def _host_paths(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, tup
 
 
 def test_objects_and_place() -> None:
-    """A DaemonSet and a deny-ingress NetworkPolicy in podpin's namespace, in a subdirectory of deploy/."""
+    """The reset DaemonSet, the Job, its RBAC and a deny-ingress NetworkPolicy in podpin's namespace, in a
+    subdirectory of deploy/, with no Helm hook annotation left."""
     kinds = [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in _documents(UNINSTALL)]
     top_level = [p.name for p in (REPO / "deploy").iterdir() if p.is_file() and "podpin-uninstall" in p.read_text()]
+    expected = [
+        (kind, "podpin-uninstall", "podpin-system")
+        for kind in ("NetworkPolicy", "ServiceAccount", "Role", "RoleBinding", "DaemonSet", "Job")
+    ]
+    assert (expected, [], False) == (kinds, top_level, "helm.sh/hook" in UNINSTALL.read_text())
+
+
+def test_the_job_runs_podpin_uninstall_with_a_role_for_two_daemonsets() -> None:
+    """The Job runs a real ``podpin uninstall`` naming the agents' and the resets' DaemonSets; its Role may get and
+    delete the agents' DaemonSet, get the resets', and list pods: nothing else."""
+    job = _one(UNINSTALL, "Job", "podpin-uninstall")["spec"]["template"]["spec"]
+    (container,) = job["containers"]
+    args = build_parser().parse_args(container["args"])
+    role = _one(UNINSTALL, "Role", "podpin-uninstall")["rules"]
+    assert (("uninstall", "podpin-system", "podpin", "podpin-uninstall"), "podpin-uninstall", True) == (
+        (args.command, args.namespace, args.agents, args.resets),
+        job["serviceAccountName"],
+        container["securityContext"]["runAsNonRoot"],
+    )
+    assert [
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["podpin"], "verbs": ["get", "delete"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["podpin-uninstall"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    ] == role
+
+
+def test_hooks_are_made_from_the_releases_values(tmp_path: Path) -> None:
+    """Released as pp in infra, with its own node label, cgroupfs driver and image, the hooks follow every one
+    (finding 3: the old manifest hard-coded them all)."""
+    values = {
+        "nodeSelector": {"pool": "latency"},
+        "image": {"repository": "registry.local/podpin", "tag": "9.9.9"},
+        "config": {"cgroupDriver": "cgroupfs"},
+    }
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    run = run_helm("template", "pp", str(CHART), "--namespace", "infra", "--values", str(path))
+    assert 0 == run.returncode, run.stderr
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in rendered_objects(run.stdout)}
+    resets = objects[("DaemonSet", "pp-uninstall")]
+    pod = resets["spec"]["template"]["spec"]
+    job = objects[("Job", "pp-uninstall")]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
     assert (
-        [("DaemonSet", "podpin-uninstall", "podpin-system"), ("NetworkPolicy", "podpin-uninstall", "podpin-system")],
-        [],
-    ) == (kinds, top_level)
+        "infra",
+        "pp",
+        "pp-config",
+        "/sys/fs/cgroup/kubepods",
+        {"kubernetes.io/os": "linux", "podpin.io/enabled": "true", "pool": "latency"},
+        {"registry.local/podpin:9.9.9"},
+        ["uninstall", "--namespace", "infra", "--agents", "pp", "--resets", "pp-uninstall"],
+    ) == (
+        resets["metadata"]["namespace"],
+        pod["serviceAccountName"],
+        volumes["config"]["configMap"]["name"],
+        volumes["cgroup-pods"]["hostPath"]["path"],
+        pod["nodeSelector"],
+        {c["image"] for c in [*pod["initContainers"], *pod["containers"], *job["containers"]]},
+        job["containers"][0]["args"][:7],
+    )
+
+
+def test_hook_order_and_cleanup(tmp_path: Path) -> None:
+    """pre-delete hooks, RBAC first, then the resets, then the Job Helm waits for; all deleted once they succeeded
+    (the holds end with them) and recreated on a second helm uninstall."""
+    objects = rendered_objects(helm_template((), {}, tmp_dir=tmp_path))
+    hooks = {
+        (o["kind"], o["metadata"]["annotations"]["helm.sh/hook-weight"]): (
+            o["metadata"]["annotations"]["helm.sh/hook"],
+            o["metadata"]["annotations"]["helm.sh/hook-delete-policy"],
+        )
+        for o in objects
+        if "helm.sh/hook" in (o["metadata"].get("annotations") or {})
+    }
+    policy = ("pre-delete", "before-hook-creation,hook-succeeded")
+    assert {
+        ("ServiceAccount", "-10"): policy,
+        ("Role", "-10"): policy,
+        ("RoleBinding", "-10"): policy,
+        ("DaemonSet", "-5"): policy,
+        ("NetworkPolicy", "-5"): policy,
+        ("Job", "0"): policy,
+    } == hooks
 
 
 @pytest.mark.parametrize("doc", _documents(UNINSTALL), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
@@ -99,7 +181,7 @@ def test_sees_the_node_as_the_agent_does() -> None:
     pod, agent = _reset_pod(), _agent_pod()
     (agent_container,) = agent["containers"]
     agent_mounts = _host_paths(agent, agent_container)
-    shared = ("/sys", "/sys/fs/cgroup", "/sys/fs/cgroup/kubepods.slice", "/var/lib/podpin")
+    shared = ("/sys", "/sys/fs/cgroup", "/var/lib/podpin")
     expected = {path: agent_mounts[path] for path in shared}
     config_maps = {v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
     for container in [*pod["initContainers"], *pod["containers"]]:
@@ -124,14 +206,17 @@ def test_image_is_the_agents() -> None:
 
 
 def test_network_policy_selects_the_reset_pods_and_admits_nothing() -> None:
-    """The NetworkPolicy selects exactly the reset pods and lists no ingress rule: nothing may connect to them."""
-    labels = _one(UNINSTALL, "DaemonSet", "podpin-uninstall")["spec"]["template"]["metadata"]["labels"]
+    """The NetworkPolicy selects the reset pods and the Job's and lists no ingress rule: nothing may connect."""
     policy = _one(UNINSTALL, "NetworkPolicy", "podpin-uninstall")["spec"]
-    assert (True, ["Ingress"], None) == (
-        policy["podSelector"]["matchLabels"].items() <= labels.items(),
-        policy["policyTypes"],
-        policy.get("ingress"),
-    )
+    selected = [
+        policy["podSelector"]["matchLabels"].items() <= labels.items()
+        and labels["app.kubernetes.io/component"] in policy["podSelector"]["matchExpressions"][0]["values"]
+        for labels in (
+            _one(UNINSTALL, "DaemonSet", "podpin-uninstall")["spec"]["template"]["metadata"]["labels"],
+            _one(UNINSTALL, "Job", "podpin-uninstall")["spec"]["template"]["metadata"]["labels"],
+        )
+    ]
+    assert ([True, True], ["Ingress"], None) == (selected, policy["policyTypes"], policy.get("ingress"))
 
 
 def test_checkov() -> None:

@@ -147,6 +147,11 @@ class AgentNode:
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def kubelet_config(self) -> Path:
+        """The node's kubelet configuration file (``kubeletConfigPath``; absent unless a test writes one)."""
+        return self.base / "kubelet" / "config.yaml"
+
+    @property
     def runtime_root(self) -> Path:
         """``--runtime-root``: the node's runtime state (empty unless a test writes bundles into it)."""
         return self.base / "runtime"
@@ -444,9 +449,12 @@ def make_node(
         kubelet_state=base / "kubelet" / "cpu_manager_state",
         config=dict(BASE_CONFIG),
     )
-    # A PodResources socket of the node's own (absent unless a test serves one): never the host's kubelet.
+    # A PodResources socket and a kubelet configuration file of the node's own (absent unless a test writes
+    # them): never the host's kubelet.
     node.write_config(
-        kubeletCPUManagerStatePath=str(node.kubelet_state), podResourcesSocket=str(base / "kubelet" / "podres.sock")
+        kubeletCPUManagerStatePath=str(node.kubelet_state),
+        podResourcesSocket=str(base / "kubelet" / "podres.sock"),
+        kubeletConfigPath=str(node.kubelet_config),
     )
     return node
 

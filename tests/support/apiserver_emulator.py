@@ -18,6 +18,9 @@ protocol for the official client's own code paths to run:
   server; ``allowWatchBookmarks`` (BOOKMARK on :meth:`send_bookmarks` or every
   ``bookmark_interval``); ``timeoutSeconds`` ends the stream with the terminating
   chunk; one JSON object per line, one chunk per line;
+- ``PATCH /api/v1/namespaces/{ns}/pods/{name}/status`` (strategic merge of ``status.conditions``, uid
+  precondition);
+- ``GET``/``DELETE`` of apps/v1 DaemonSets the test stores (status and all: the test is their controller);
 - ``GET /api/v1/nodes/{name}`` and cluster-scoped custom objects of registered
   CRDs (create, get, replace, merge patch, schema-validated): ``cluster_objects.py``;
 - ``POST /api/v1/namespaces/{ns}/events``, ``PATCH .../events/{name}`` (JSON merge
@@ -121,6 +124,8 @@ class ApiServerEmulator:
         self._closing = False
         self._outage: Failure | None = None
         self.objects = ClusterObjects(self._cond, self._bump)
+        #: Every pod status patch received: (namespace, name, patch).
+        self.status_patches: list[tuple[str, str, Obj]] = []
         self._server = ApiHTTPServer(self)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="apiserver-emulator", daemon=True
@@ -482,12 +487,47 @@ class ApiServerEmulator:
         try:
             if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4 and method == "GET":
                 return 200, self.objects.get_node(parts[3])
+            if parts[:4] == ["apis", "apps", "v1", "namespaces"] and len(parts) == 7 and parts[5] == "daemonsets":
+                return self.objects.serve_daemonset(method, parts[4], parts[6])
             if parts[0] == "apis" and len(parts) in (4, 5):
                 name = parts[4] if len(parts) == 5 else None
                 return self.objects.serve_custom(method, parts[1], parts[2], parts[3], name, body, content_type)
         except ObjectError as err:
             raise HTTPError(err.status, err.message) from None
         return None
+
+    def serve_patch_pod_status(self, namespace: str, name: str, patch: Any, content_type: str) -> Obj:
+        """A strategic merge patch of a pod's status, as the API server applies one to ``status.conditions``
+        (merged by ``type``; other status fields replaced when given); ``metadata.uid`` in the patch is a
+        precondition (409 when it differs). Watchers get MODIFIED."""
+        if content_type.split(";", maxsplit=1)[0].strip() != "application/strategic-merge-patch+json":
+            raise HTTPError(
+                415, f"the emulator supports only strategic merge patches of pod status, not {content_type!r}"
+            )
+        if not isinstance(patch, dict):
+            raise HTTPError(400, "the patch is not an object")
+        with self._cond:
+            old = self._pods.get((namespace, name))
+            if old is None:
+                raise HTTPError(404, f'pods "{name}" not found')
+            uid = (patch.get("metadata") or {}).get("uid")
+            if uid is not None and uid != old["metadata"]["uid"]:
+                raise HTTPError(
+                    409,
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata']['uid']}",
+                )
+            new = copy.deepcopy(old)
+            status = new.setdefault("status", {})
+            for key, value in (patch.get("status") or {}).items():
+                if key != "conditions":
+                    status[key] = copy.deepcopy(value)
+                    continue
+                conditions = {c.get("type"): c for c in status.get("conditions") or []}
+                for condition in value or []:
+                    conditions[condition.get("type")] = {**conditions.get(condition.get("type"), {}), **condition}
+                status["conditions"] = list(conditions.values())
+            self.status_patches.append((namespace, name, copy.deepcopy(patch)))
+            return self._record("MODIFIED", old, new)
 
     def serve_list_events(self, namespace: str) -> Obj:
         with self._cond:

@@ -55,6 +55,8 @@ _PODS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods$")
 _EVENTS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events(?:/(?P<name>[^/]+))?$")
 _NODE = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)$")
 _CUSTOM = re.compile(r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$")
+_POD_STATUS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/status$")
+_NAMESPACED = re.compile(r"^/apis/apps/v1/namespaces/[^/]+/daemonsets/[^/]+$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +179,9 @@ class Backend(Protocol):
     def serve_patch_event(self, namespace: str, name: str, patch: Any) -> Obj:
         """Merge-patch an Event."""
 
+    def serve_patch_pod_status(self, namespace: str, name: str, patch: Any, content_type: str) -> Obj:
+        """A pod's status patched (the pod after the patch)."""
+
     def serve_list_events(self, namespace: str) -> Obj:
         """An EventList of a namespace."""
 
@@ -284,9 +289,13 @@ class _Handler(BaseHTTPRequestHandler):
                 body, status = backend.serve_create_event(events.group("ns"), _json(raw)), 201
             elif events and method == "PATCH" and events.group("name"):
                 body, status = backend.serve_patch_event(events.group("ns"), events.group("name"), _json(raw)), 200
+            elif method == "PATCH" and (status_of := _POD_STATUS.match(url.path)):
+                content_type = self.headers.get("Content-Type") or ""
+                body = backend.serve_patch_pod_status(status_of["ns"], status_of["name"], _json(raw), content_type)
+                status = 200
             elif events and method == "GET" and events.group("name") is None:
                 body, status = backend.serve_list_events(events.group("ns")), 200
-            elif (_NODE.match(url.path) or _CUSTOM.match(url.path)) and (
+            elif (_NODE.match(url.path) or _CUSTOM.match(url.path) or _NAMESPACED.match(url.path)) and (
                 answer := backend.serve_object(method, url.path, _json(raw), self.headers.get("Content-Type") or "")
             ):
                 status, body = answer

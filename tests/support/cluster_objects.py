@@ -70,16 +70,26 @@ class ClusterObjects:
         self._nodes: dict[str, Obj] = {}
         self._crds: dict[tuple[str, str], tuple[str, str, Mapping[str, Any]]] = {}
         self._objects: dict[tuple[str, str, str], Obj] = {}
+        self._daemonsets: dict[tuple[str, str], Obj] = {}
 
     # -- control -------------------------------------------------------------------------------
-    def add_node(self, name: str, *, uid: str | None = None, capacity: Mapping[str, str] | None = None) -> Obj:
-        """Create a Node (its status lists ``capacity`` as both capacity and allocatable)."""
+    def add_node(
+        self,
+        name: str,
+        *,
+        uid: str | None = None,
+        capacity: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Obj:
+        """Create a Node with ``labels`` (its status lists ``capacity`` as both capacity and allocatable)."""
         node: Obj = {
             "kind": "Node",
             "apiVersion": "v1",
             "metadata": {"name": name, "uid": uid or str(uuid.uuid4()), "creationTimestamp": _now()},
             "status": {"capacity": dict(capacity or {}), "allocatable": dict(capacity or {})},
         }
+        if labels:
+            node["metadata"]["labels"] = dict(labels)
         with self._cond:
             node["metadata"]["resourceVersion"] = str(self._next_version())
             self._nodes[name] = node
@@ -117,7 +127,39 @@ class ClusterObjects:
         with self._cond:
             return [copy.deepcopy(o) for (g, p, _), o in self._objects.items() if (g, p) == (group, plural)]
 
+    def put_daemonset(self, namespace: str, daemonset: Mapping[str, Any]) -> Obj:
+        """Store (or replace) an apps/v1 DaemonSet as given, status included: the tests play its controller."""
+        name = daemonset["metadata"]["name"]
+        obj = copy.deepcopy(dict(daemonset))
+        obj["metadata"] = {**obj["metadata"], "namespace": namespace}
+        obj["metadata"].setdefault("generation", 1)
+        with self._cond:
+            obj["metadata"]["resourceVersion"] = str(self._next_version())
+            self._daemonsets[(namespace, name)] = obj
+            self._cond.notify_all()
+            return copy.deepcopy(obj)
+
+    def daemonset(self, namespace: str, name: str) -> Obj | None:
+        """A copy of a stored DaemonSet, or None (deleted, never made)."""
+        with self._cond:
+            found = self._daemonsets.get((namespace, name))
+            return copy.deepcopy(found) if found is not None else None
+
     # -- serving -------------------------------------------------------------------------------
+    def serve_daemonset(self, method: str, namespace: str, name: str) -> tuple[int, Obj]:
+        """``GET`` or ``DELETE`` of ``/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}``."""
+        with self._cond:
+            found = self._daemonsets.get((namespace, name))
+            if found is None:
+                raise ObjectError(404, f'daemonsets.apps "{name}" not found')
+            if method == "GET":
+                return 200, copy.deepcopy(found)
+            if method == "DELETE":
+                del self._daemonsets[(namespace, name)]
+                self._cond.notify_all()
+                return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success"}
+            raise ObjectError(405, f"{method} is not supported on daemonsets.apps")
+
     def get_node(self, name: str) -> Obj:
         with self._cond:
             node = self._nodes.get(name)

@@ -42,6 +42,10 @@ RESOURCES: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("rolebindings", "RoleBinding", True),
     ),
     "networking.k8s.io/v1": (("networkpolicies", "NetworkPolicy", True),),
+    "admissionregistration.k8s.io/v1": (
+        ("validatingadmissionpolicies", "ValidatingAdmissionPolicy", False),
+        ("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", False),
+    ),
     "apiextensions.k8s.io/v1": (("customresourcedefinitions", "CustomResourceDefinition", False),),
     "monitoring.coreos.com/v1": (
         ("servicemonitors", "ServiceMonitor", True),

@@ -13,7 +13,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from agent.alloc import Planner
+from agent.alloc import Planner, Pool
 from agent.config import config_from_mapping
 from agent.log import (
     DECISION_KEYS,
@@ -22,6 +22,7 @@ from agent.log import (
     decision_fields,
     json_for_format,
 )
+from agent.pods import ContainerKind
 from agent.pods.model import pod_from_dict
 from tests.support.machines import machine
 from tests.support.podfactory import container, make_pod, resources
@@ -103,6 +104,19 @@ class TestConfigureLogging:
             "T [warning  ] response 500                   [kubernetes.client.rest]",
         ]
         assert expected == lines
+
+    def test_console_line_prints_vocabulary_words_not_enum_reprs(self) -> None:
+        """Pools and other StrEnum words read as their value on a console line, at the top and nested in maps."""
+        out = io.StringIO()
+        configure_logging(json=False, stream=out)
+        containers = {"db": {"pool": Pool.EXCLUSIVE, "kinds": [ContainerKind.APP]}}
+        structlog.get_logger().info("pod.admitted", pool=Pool.POD_SHARED, containers=containers)
+        line = _ISO_UTC.sub("T", out.getvalue().strip())
+        expected = (
+            "T [info     ] pod.admitted                   containers={'db': {'pool': 'exclusive', 'kinds': ['app']}} "
+            "pool=pod_shared"
+        )
+        assert expected == line
 
     def test_level_filters_both_worlds(self) -> None:
         """At warning, info lines from structlog and from the stdlib are dropped."""

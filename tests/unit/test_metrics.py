@@ -10,6 +10,7 @@ from typing import Any
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from agent.alloc import Decision, Planner, Pool
+from agent.alloc.tally import AllocationEvent
 from agent.config import config_from_mapping
 from agent.metrics import (
     ADMISSION_BUCKETS,
@@ -91,16 +92,18 @@ def node_snapshot() -> Snapshot:
 
 class TestStateMetrics:
     def test_pool_sizes_as_the_kubelet_counts_them(self) -> None:
-        """Shared pool {0,8-15} minus reserved {0} = 8000 millicores; exclusive = bubble {1-5} + slice {6,7} = 7."""
+        """Shared pool {0,8-15} minus reserved {0} = 8000 millicores; exclusive = slices {1,2,3} + {6,7} = 5: kep's
+        pod shared pool {4,5} is not exclusive (failed before: 7, the whole bubble)."""
         metrics = AgentMetrics(node_snapshot)
         actual = (
             metrics.registry.get_sample_value("podpin_shared_pool_size_millicores"),
             metrics.registry.get_sample_value("podpin_exclusive_cpu_allocation_count"),
         )
-        assert (8000.0, 7.0) == actual
+        assert (8000.0, 5.0) == actual
 
     def test_per_numa_node_every_node_present(self) -> None:
-        """Exclusive CPUs all on NUMA 0 (NUMA 1 reported as 0); shared CPUs: {0} on NUMA 0, {8-15} on NUMA 1."""
+        """Exclusive CPUs all on NUMA 0 (NUMA 1 reported as 0); the node shared pool without the reserved CPU 0:
+        none on NUMA 0, {8-15} on NUMA 1, adding up to the pool size (failed before: NUMA 0 counted CPU 0)."""
         registry = AgentMetrics(node_snapshot).registry
         actual = {
             (name, node): registry.get_sample_value(name, {"numa_node": node})
@@ -108,12 +111,49 @@ class TestStateMetrics:
             for node in ("0", "1")
         }
         expected = {
-            ("podpin_allocation_per_numa", "0"): 7.0,
+            ("podpin_allocation_per_numa", "0"): 5.0,
             ("podpin_allocation_per_numa", "1"): 0.0,
-            ("podpin_numa_shared_cpus", "0"): 1.0,
+            ("podpin_numa_shared_cpus", "0"): 0.0,
             ("podpin_numa_shared_cpus", "1"): 8.0,
         }
         assert expected == actual
+
+    def test_node_cpus_partition_each_numa_node_by_pool(self) -> None:
+        """NUMA 0 (CPUs 0-7): exclusive {1,2,3,6,7}, kep's pool {4,5}, reserved {0}; NUMA 1: all node shared. The
+        pools add up to the NUMA node's CPUs."""
+        registry = AgentMetrics(node_snapshot).registry
+        actual = {
+            (pool, node): registry.get_sample_value("podpin_node_cpus", {"pool": pool, "numa_node": node})
+            for pool in ("exclusive", "pod_shared", "node_shared")
+            for node in ("0", "1")
+        }
+        actual |= {("reserved", n): registry.get_sample_value("podpin_reserved_cpus", {"numa_node": n}) for n in "01"}
+        expected = {
+            ("exclusive", "0"): 5.0,
+            ("pod_shared", "0"): 2.0,
+            ("node_shared", "0"): 0.0,
+            ("reserved", "0"): 1.0,
+            ("exclusive", "1"): 0.0,
+            ("pod_shared", "1"): 0.0,
+            ("node_shared", "1"): 8.0,
+            ("reserved", "1"): 0.0,
+        }
+        assert expected == actual
+
+    def test_an_init_containers_slice_stays_in_the_pod_shared_pool(self) -> None:
+        """A finished init container's slice returns to its pod's shared pool: the pool is the bubble minus the
+        long-running slices (failed before: the init slice was taken out of the pool and counted exclusive)."""
+        pod = view(
+            "migrate",
+            init_containers=[container("schema", cpu="1", memory="1Gi")],
+            containers=[container("db", cpu="2", memory="1Gi"), container("proxy")],
+            pod_resources=resources(cpu="3", memory="3Gi"),
+        )
+        registry = AgentMetrics(lambda: snapshot_of(new_planner(), [pod])).registry
+        assert (2.0, 1.0) == (
+            registry.get_sample_value("podpin_exclusive_cpu_allocation_count"),
+            registry.get_sample_value("podpin_pod_shared_pool_cpus", {"namespace": "default", "pod": "migrate"}),
+        )
 
     def test_containers_by_assignment_type(self) -> None:
         """db/a node_exclusive, kep/c1 pod_exclusive, kep/c2+c3 pod_shared, web/a + the rejected pod's 3 node_shared."""
@@ -177,7 +217,8 @@ class TestStateMetrics:
         assert ['podpin_pod_shared_pool_cpus{namespace="default",pod="sts-0"} 3.0'] == actual
 
     def test_cpu_usage_counter_family(self) -> None:
-        """``usage`` becomes podpin_pool_cpu_usage_seconds_total{pool,namespace,pod}, a counter."""
+        """``usage`` becomes podpin_pool_cpu_usage_seconds_total{pool,namespace,pod}, a counter, for the pinned pools
+        only: node_shared usage per pod would be one series per pod of the node (failed before: it was exported)."""
         registry = AgentMetrics(node_snapshot).registry
         actual = [
             registry.get_sample_value(
@@ -188,7 +229,7 @@ class TestStateMetrics:
             ),
         ]
         text = generate_latest(registry).decode()
-        assert ([12.5, 3.25], True) == (actual, "# TYPE podpin_pool_cpu_usage_seconds_total counter" in text)
+        assert ([12.5, None], True) == (actual, "# TYPE podpin_pool_cpu_usage_seconds_total counter" in text)
 
     def test_nothing_carries_over_between_scrapes(self) -> None:
         """After kep is released its series are gone and the pools grow back, with no reset by anyone."""
@@ -209,7 +250,7 @@ class TestStateMetrics:
             ),
             registry.get_sample_value("podpin_shared_pool_size_millicores"),
         )
-        assert ((2.0, 7.0), (None, 2.0, None, 13000.0)) == (before, after)
+        assert ((2.0, 5.0), (None, 2.0, None, 13000.0)) == (before, after)
 
     def test_no_state_metrics_before_the_first_pass(self) -> None:
         """A None snapshot yields no state samples (a 0 pool would be a lie); the process metrics are still there."""
@@ -238,6 +279,8 @@ class TestPlanCollector:
             ("podpin_exclusive_cpu_allocation_count", "gauge", 0),
             ("podpin_allocation_per_numa", "gauge", 0),
             ("podpin_numa_shared_cpus", "gauge", 0),
+            ("podpin_node_cpus", "gauge", 0),
+            ("podpin_reserved_cpus", "gauge", 0),
             ("podpin_containers", "gauge", 0),
             ("podpin_pod_shared_pool_cpus", "gauge", 0),
             ("podpin_pods", "gauge", 0),
@@ -291,6 +334,26 @@ class TestEventMetrics:
             r.get_sample_value("podpin_kubelet_pinning"),
         ]
         assert [3.0, 1.0, 4.0, 1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0] == actual
+
+    def test_no_created_series(self) -> None:
+        """Counters and histograms expose no ``_created`` series (failed before: one per counter child)."""
+        metrics = AgentMetrics(node_snapshot)
+        metrics.pinning_requests.inc()
+        metrics.admission_duration.observe(0.001)
+        text = generate_latest(metrics.registry).decode()
+        assert [] == [line for line in text.splitlines() if "_created" in line]
+
+    def test_memory_pinning_counts(self) -> None:
+        """Memory allocation events count as the kubelet's memory_manager_pinning_requests/errors_total."""
+        metrics = AgentMetrics(lambda: None)
+        events = (AllocationEvent.memory_pinning(ok=True), AllocationEvent.memory_pinning(ok=False))
+        metrics.count_allocations(events)
+        r = metrics.registry
+        assert (2.0, 1.0, 0.0) == (
+            r.get_sample_value("podpin_memory_pinning_requests_total"),
+            r.get_sample_value("podpin_memory_pinning_errors_total"),
+            r.get_sample_value("podpin_pinning_requests_total"),
+        )
 
     def test_closed_label_sets_start_at_zero(self) -> None:
         """Every kubelet reason and every Event type x result is exported as 0 before anything happens."""

@@ -1,4 +1,4 @@
-"""The bounded YAML and JSON loaders: anchors and aliases refused, nesting, size and numbers bounded, one error type.
+"""The bounded YAML and JSON loaders: aliases expanded within bounds, nesting, size and numbers bounded, one error type.
 
 Each refused document here is one an attacker (or a bad day) can put into ``--pods-dir``, the configuration or the
 checkpoint; on the code before ``agent/safeparse.py`` each of them was accepted and cost the agent later (a cycle
@@ -46,11 +46,17 @@ class TestYAMLRefusals:
         [
             (
                 "kind: Pod\nmetadata: &m\n  name: x\n  self: *m\n",
-                "line 2, column 11: YAML anchors are not accepted (&m); write the value out",
+                "line 4, column 9: the alias *m is inside the value it names (a cycle)",
             ),
-            (billion_laughs(), "line 1, column 5: YAML anchors are not accepted (&a0); write the value out"),
-            ("a: *undefined\n", "line 1, column 4: YAML aliases are not accepted (*undefined); write the value out"),
-            ("a: &x 1\n", "line 1, column 4: YAML anchors are not accepted (&x); write the value out"),
+            (
+                billion_laughs(),
+                f"line 5, column 30: more than {MAX_NODES} values in one file once its aliases are expanded (*a3)",
+            ),
+            ("a: *undefined\n", "line 1, column 4: found undefined alias 'undefined'"),
+            (
+                "a: &x " + "[" * 40 + "]" * 40 + "\nb: " + "[" * 30 + "*x" + "]" * 30 + "\n",
+                f"line 2, column 34: nested deeper than {MAX_DEPTH} levels once *x is expanded",
+            ),
             (
                 "a: 0x" + "f" * 100 + "\n",
                 "line 1, column 4: a number of 102 characters (at most 64); quote it if it is text",
@@ -68,8 +74,8 @@ class TestYAMLRefusals:
         ids=[
             "recursive-alias",
             "billion-laughs",
-            "alias",
-            "anchor",
+            "undefined-alias",
+            "deep-by-alias",
             "hex-int",
             "sexagesimal-int",
             "4401-digits",
@@ -127,6 +133,35 @@ class TestYAMLAccepted:
             {"long": "9" * 100},
         ]
         assert expected == load_yaml_documents(text, pure_python=pure_python)
+
+    def test_anchors_and_aliases_are_expanded(self, pure_python: bool) -> None:
+        """What kubectl accepts and PyYAML writes: an anchor, its aliases and a merge key, each a value of its own."""
+        text = (
+            "defaults: &limits {cpu: 2, memory: 1Gi}\n"
+            "containers:\n- {name: a, resources: {limits: *limits, requests: *limits}}\n"
+            "- {name: b, resources: {limits: {<<: *limits, cpu: 4}}}\n"
+        )
+        value = load_yaml_documents(text, pure_python=pure_python)[0]
+        a, b = value["containers"]
+        expected_a = {
+            "name": "a",
+            "resources": {"limits": {"cpu": 2, "memory": "1Gi"}, "requests": {"cpu": 2, "memory": "1Gi"}},
+        }
+        assert (expected_a, {"cpu": 4, "memory": "1Gi"}) == (a, b["resources"]["limits"])
+        assert (False, False) == (
+            a["resources"]["limits"] is a["resources"]["requests"],
+            value["defaults"] is a["resources"]["limits"],
+        )
+
+    def test_aliases_up_to_the_bound(self, pure_python: bool) -> None:
+        """Aliases that expand to exactly MAX_NODES values are fine: the bound counts the expanded document."""
+        # The root list, an anchored list of 1000 values, 48 aliases of it and 999 numbers: 50000 values.
+        text = "- &l [" + ",".join(["1"] * 999) + "]\n" + "- *l\n" * 48 + "- 1\n" * 999
+        value = load_yaml_documents(text, pure_python=pure_python)[0]
+        assert (1048, 999) == (len(value), len(value[48]))
+        with pytest.raises(DocumentError) as caught:
+            load_yaml_documents(text + "- 1\n", pure_python=pure_python)
+        assert f"line 1049, column 3: more than {MAX_NODES} values in one file" == str(caught.value)
 
     def test_nesting_up_to_the_bound(self, pure_python: bool) -> None:
         """Exactly MAX_DEPTH nested lists are fine."""

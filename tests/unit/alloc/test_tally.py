@@ -78,3 +78,54 @@ def test_an_admitted_pod_seen_again_counts_nothing() -> None:
     pod = _pod("one", container("a", cpu="2", memory="1Gi"))
     first = planner.admit(pod)
     assert ((OK, UNCORE), ()) == (first.allocations, planner.admit(pod).allocations)
+
+
+MEMORY_OK = AllocationEvent.memory_pinning(ok=True)
+MEMORY_FAILED = AllocationEvent.memory_pinning(ok=False)
+STATIC_MEMORY = {
+    "memoryManagerPolicy": "Static",
+    "systemReserved": {"memory": "924Mi"},
+    "reservedMemory": [{"numaNode": 0, "limits": {"memory": "1Gi"}}],
+}
+
+
+def _memory_events(decision: Any) -> tuple[AllocationEvent, ...]:
+    return tuple(e for e in decision.allocations if e.kind == MEMORY_OK.kind)
+
+
+def test_static_memory_counts_one_request_per_container_of_a_guaranteed_pod() -> None:
+    """The memory manager's Allocate counts every container of a Guaranteed pod, whatever it requests (as the
+    kubelet's memory_manager_pinning_requests_total); a Burstable pod counts nothing."""
+    planner = _planner(topologyManagerPolicy="single-numa-node", **STATIC_MEMORY)
+    guaranteed = _pod("g", container("a", cpu="2", memory="1Gi"), container("b", cpu="500m", memory="1Gi"))
+    burstable = _pod("b", container("a", cpu_request="100m", memory="1Gi"))
+    assert ((MEMORY_OK, MEMORY_OK), ()) == (
+        _memory_events(planner.admit(guaranteed)),
+        _memory_events(planner.admit(burstable)),
+    )
+
+
+def test_static_memory_counts_one_request_per_pod_level_pod_and_an_error_when_it_fails() -> None:
+    """AllocatePod is one memory request; memory beyond any NUMA node under restricted is one request, one error."""
+    planner = _planner(topologyManagerPolicy="restricted", topologyManagerScope="pod", **STATIC_MEMORY)
+    fits = _pod("fits", container("c1", cpu="2", memory="1Gi"), container("c2"), pod_cpu="3")
+    huge = pod_from_dict(
+        make_pod(
+            "huge",
+            containers=[container("c1", cpu="1", memory="100Gi")],
+            pod_resources=resources(cpu="2", memory="100Gi"),
+        )
+    )
+    admitted, refused = planner.admit(fits), planner.admit(huge)
+    assert ((MEMORY_OK,), (False, (MEMORY_FAILED,))) == (
+        _memory_events(admitted),
+        (refused.admitted, _memory_events(refused)),
+    )
+
+
+def test_without_the_static_memory_policy_nothing_is_counted_for_memory() -> None:
+    """memoryManagerPolicy None: no memory manager, no memory counts."""
+    decision = _planner(topologyManagerPolicy="single-numa-node").admit(
+        _pod("g", container("a", cpu="2", memory="1Gi"))
+    )
+    assert () == _memory_events(decision)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -108,22 +109,50 @@ def test_every_example_pod_plans(capsys: pytest.CaptureFixture[str]) -> None:
     }
 
 
+def plan_text(capsys: pytest.CaptureFixture[str], example: str) -> tuple[int, str, str]:
+    """``podpin plan`` of one example pod on the bundled topology, pod scope, as text."""
+    return plan(capsys, "--topology", str(TOPOLOGY), "--config", str(POD_SCOPE), str(EXAMPLES / "pods" / example))
+
+
 def test_text_output_has_tables_and_cpu_map(capsys: pytest.CaptureFixture[str]) -> None:
     """Text: a table per pod and a CPU map with owners, reserved and shared CPUs."""
-    status, out, _ = plan(
-        capsys,
-        "--topology",
-        str(TOPOLOGY),
-        "--config",
-        str(POD_SCOPE),
-        str(EXAMPLES / "pods" / "trading-engine-after.yaml"),
-    )
+    status, out, _ = plan_text(capsys, "trading-engine-after.yaml")
     assert 0 == status
     assert "CONTAINER      KIND  POOL        CPUS       NUMA  CPU.MAX" in out
     assert "database       app   exclusive   1-2,17-18  0     max 100000" in out
     assert "    core 0      0 R     16 ." in out
     assert "    core 1      1 E1    17 E1" in out
     assert "  P1  2 CPUs  trading/trading-engine pod shared pool (envoy, log-collector)" in out
+
+
+def test_cpu_map_draws_an_init_containers_slice_with_its_later_owner(capsys: pytest.CaptureFixture[str]) -> None:
+    """The init container's CPU, reused by the pod shared pool once it finished, shows both owners, as the legend."""
+    status, out, _ = plan_text(capsys, "postgres-with-sidecars.yaml")
+    legend = out.split("legend\n")[1].splitlines()
+    assert (0, True) == (status, "    core 0      0 R        16 P1/E1" in out.splitlines())
+    assert (
+        "  E1  1 CPU   databases/postgres-primary/schema-migrate (init container): its CPUs go to P1 once it finished"
+    ) == legend[0]
+
+
+@pytest.mark.parametrize(
+    ("config", "header"),
+    [
+        ({"reservedSystemCPUs": "0"}, "reserved CPU 0, node shared pool 0-31 (32 CPUs)"),
+        ({"reservedSystemCPUs": "0,16"}, "reserved CPUs 0,16, node shared pool 0-31 (32 CPUs)"),
+        ({"cpuManagerPolicy": "none"}, "reserved none, node shared pool 0-31 (32 CPUs)"),
+    ],
+)
+def test_the_header_names_the_reserved_cpus_unmistakably(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, config: dict[str, str], header: str
+) -> None:
+    """The header's reserved CPUs read "CPU 0", "CPUs 0,16" or "none": never a bare "0" (CPU 0, or no CPU?)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    status, out, _ = plan(
+        capsys, "--topology", str(TOPOLOGY), "--config", str(path), str(EXAMPLES / "pods" / "web-burstable.yaml")
+    )
+    assert (0, f"node: 32 CPUs (0-31), {header}") == (status, out.splitlines()[0])
 
 
 def test_without_config_plans_with_a_default_reservation(capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,6 +204,19 @@ def test_list_and_multi_document_files(capsys: pytest.CaptureFixture[str], tmp_p
     )
     result = plan_json(capsys, str(listed), str(multi))
     assert ["a", "b", "c"] == [p["name"] for p in result["pods"]]
+
+
+def test_dash_reads_the_pods_from_standard_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``podpin plan -`` reads pods from standard input (as ``kubectl get pod -o yaml | podpin plan -``)."""
+    piped = make_pod("piped", containers=[container("x", cpu="1", memory="1Gi")])
+    given = make_pod("given", containers=[container("x", cpu="1", memory="1Gi")])
+    path = tmp_path / "given.yaml"
+    path.write_text(yaml.safe_dump(given))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(yaml.safe_dump(piped).encode())))
+    result = plan_json(capsys, str(path), "-")
+    assert ["given", "piped"] == [p["name"] for p in result["pods"]]
 
 
 def test_malformed_pod_is_named_and_others_still_planned(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

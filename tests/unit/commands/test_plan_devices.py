@@ -112,7 +112,42 @@ def test_bad_devices_file_is_status_2(capsys: pytest.CaptureFixture[str], tmp_pa
 def test_nrt_output_counts_the_devices_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """``--output nrt`` with ``--devices`` publishes the GPU in its NUMA zone, held (none available)."""
     pods, devices = _files(tmp_path, [1])
-    status, out, _ = _plan(capsys, "--output", "nrt", "--devices", str(devices), str(pods))
+    saved = tmp_path / "gpu-node.json"
+    saved.write_text(json.dumps({"hostname": "gpu-node", **json.loads(TOPOLOGY.read_text())}))
+    status = main(
+        [
+            "plan",
+            "--topology",
+            str(saved),
+            "--config",
+            str(CONTAINER_SCOPE),
+            "--output",
+            "nrt",
+            "--devices",
+            str(devices),
+            str(pods),
+        ]
+    )
+    out = capsys.readouterr().out
     zones = {zone["name"]: zone for zone in json.loads(out)["zones"]}
     gpu = [r for r in zones["node-1"]["resources"] if r["name"] == GPU]
     assert (0, [("1", "0")]) == (status, [(r["capacity"], r["available"]) for r in gpu])
+
+
+def test_an_entry_naming_a_container_the_pod_lacks_is_status_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A devices entry for a planned pod must name one of its containers; a typo is refused, naming both sides."""
+    pods, _ = _files(tmp_path, [1])
+    typo = tmp_path / "typo.yaml"
+    entry = {"namespace": "ml", "pod": "trainer", "container": "trian"}
+    other = {"namespace": "ml", "pod": "elsewhere", "container": "any"}  # a pod not planned: the node's others
+    for each in (entry, other):
+        each["devices"] = [{"resource": GPU, "ids": [f"gpu-{each['pod']}"], "numa": [1]}]  # type: ignore[assignment]
+    typo.write_text(yaml.safe_dump([entry, other]))
+    status, out, err = _plan(capsys, "--devices", str(typo), str(pods))
+    assert (2, "", f"podpin plan: {typo}: pod ml/trainer has no container 'trian' (its containers: train)\n") == (
+        status,
+        out,
+        err,
+    )

@@ -116,3 +116,30 @@ def test_workload_errors_name_the_document_and_the_field(doc: dict[str, Any], me
     with pytest.raises(ManifestError) as raised:
         _parse(doc)
     assert message == str(raised.value)
+
+
+def test_a_pod_written_by_pyyaml_with_anchors_is_read() -> None:
+    """PyYAML writes an anchor and aliases when one object is used twice (as kubectl accepts): the pod is read.
+
+    Failed before: "YAML anchors are not accepted".
+    """
+    limits = {"cpu": "2", "memory": "1Gi"}
+    raw = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "twins", "namespace": "default", "uid": "u-twins"},
+        "spec": {
+            "containers": [
+                {"name": "a", "resources": {"requests": limits, "limits": limits}},
+                {"name": "b", "resources": {"requests": limits, "limits": limits}},
+            ]
+        },
+    }
+    text = yaml.safe_dump(raw)
+    (found,) = parse_manifest("twins.yaml", text.encode())
+    pod = pod_from_dict(found)
+    assert (True, ["a", "b"], 2000) == (
+        "&id001" in text,
+        [c.name for c in pod.containers],
+        pod.containers[1].resources.limits["cpu"],
+    )

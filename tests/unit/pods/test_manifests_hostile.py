@@ -26,12 +26,12 @@ def _laughs() -> bytes:
         (
             "loop.yaml",
             b"kind: Pod\nmetadata: &m\n  name: loop\n  self: *m\n",
-            "cannot parse: line 2, column 11: YAML anchors are not accepted (&m); write the value out",
+            "cannot parse: line 4, column 9: the alias *m is inside the value it names (a cycle)",
         ),
         (
             "laughs.yaml",
             _laughs(),
-            "cannot parse: line 3, column 5: YAML anchors are not accepted (&a0); write the value out",
+            "cannot parse: line 7, column 30: more than 50000 values in one file once its aliases are expanded (*a3)",
         ),
         (
             "digits.yaml",

@@ -175,3 +175,34 @@ def test_rejection_text_names_free_memory_with_the_static_memory_policy() -> Non
     facts = planner.admit(pod_from_dict(raw)).facts
     assert facts is not None
     assert rejection_text(facts).endswith("free for exclusive use: NUMA 0 7 CPUs and 63Gi, NUMA 1 8 CPUs and 64Gi")
+
+
+@pytest.mark.parametrize(
+    ("pod_resources", "expected"),
+    [
+        (
+            None,
+            (
+                "pod requests 1 exclusive CPU; containers: db cpu 1 memory 1Gi (1 exclusive); free for exclusive use: "
+                "NUMA 0 1 CPU, NUMA 1 2 CPUs"
+            ),
+        ),
+        (
+            resources(cpu="1", memory="1Gi"),
+            (
+                "pod requests cpu 1 memory 1Gi: 1 CPU of its own; containers: db cpu 1 memory 1Gi (1 exclusive); "
+                "free for exclusive use: NUMA 0 1 CPU, NUMA 1 2 CPUs"
+            ),
+        ),
+    ],
+)
+def test_rejection_text_says_one_cpu_in_the_singular(pod_resources: Any, expected: str) -> None:
+    """A count of one reads "1 CPU", never "1 CPUs" (an odd CPU under full-pcpus-only, on one-core NUMA nodes)."""
+    config = config_from_mapping(
+        {"reservedSystemCPUs": "0", "cpuManagerPolicyOptions": {"full-pcpus-only": "true"}}, env={}
+    )
+    planner = Planner(machine(cores_per_numa=1, threads=2), config.planner)
+    raw = make_pod("odd", containers=[container("db", cpu="1", memory="1Gi")], pod_resources=pod_resources)
+    facts = planner.admit(pod_from_dict(raw)).facts
+    assert facts is not None
+    assert expected == rejection_text(facts)
