@@ -251,12 +251,10 @@ class TestLongRunning:
         """``/metrics``: ready, no kubelet pinning, no pinning error, containers by assignment type, CPUs held."""
         step = agent_run.step("metrics")
         samples = step["samples"]
-        held = sum(
-            len(CPUSet.parse(p["bubble"]))
-            if p["bubble"] is not None
-            else sum(len(CPUSet.parse(c["cpus"])) for c in p["containers"] if c["pool"] == "exclusive")
-            for p in expected.every["pods"]
-        )
+        # The kubelet's meaning: CPUs of exclusive containers only; a pod's shared pool
+        # inside its bubble is not counted.
+        containers = [c for p in expected.every["pods"] for c in p["containers"]]
+        held = sum(len(CPUSet.parse(c["cpus"])) for c in containers if c["pool"] == "exclusive")
         names = [f'podpin_containers{{assignment_type="{t}"}}' for t in ("node_exclusive", "pod_exclusive")]
         names += [f'podpin_containers{{assignment_type="{t}"}}' for t in ("pod_shared", "node_shared")]
         names += ["podpin_ready", "podpin_kubelet_pinning", "podpin_pinning_errors_total"]
