@@ -257,7 +257,9 @@ class Agent:
 
     def _layout(self) -> CgroupLayout:
         try:
-            return detect_layout(self.config.cgroup_root, self.config.cgroup_driver)
+            layout = detect_layout(self.config.cgroup_root, self.config.cgroup_driver)
+            layout.qos_dirs()  # a kubepods or QoS directory that leads outside the root is refused here, not in a pass
+            return layout
         except CgroupError as err:
             raise AgentError(f"cgroups: {err}") from err
 

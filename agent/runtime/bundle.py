@@ -38,6 +38,7 @@ from pathlib import Path
 from agent.cgroups import Runtime
 from agent.runtime.annotations import AnnotationError, BundleIdentity, identity_from_spec
 from agent.runtime.vocabulary import IdentityErrorReason
+from agent.safeparse import MAX_DEPTH, DocumentError, check_depth
 
 __all__ = [
     "BUNDLE_DIRS",
@@ -147,10 +148,19 @@ class BundleReader:
             return raw
         if not raw.strip():
             return NotYet(path=path, reason="config.json is empty")
+        too_deep = Invalid(
+            path=path, reason=IdentityErrorReason.MALFORMED, message=f"{path}: nested deeper than {MAX_DEPTH} levels"
+        )
         try:
             spec = json.loads(raw)
+        except RecursionError:  # the decoder recurses once per bracket: a runtime's bundle is a few levels deep
+            return too_deep
         except ValueError as err:  # JSONDecodeError and UnicodeDecodeError: written in place, maybe half done
             return NotYet(path=path, reason=f"config.json is not complete JSON yet ({err})")
+        try:
+            check_depth(spec, MAX_DEPTH)
+        except DocumentError:
+            return too_deep
         try:
             identity = identity_from_spec(chosen, container_id, spec)
         except AnnotationError as err:
