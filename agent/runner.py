@@ -51,6 +51,7 @@ from agent.cgroups.watch import CgroupWatcher, WatchEvent, WatchMode
 from agent.config import AgentConfig, ConfigError
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
+from agent.fault_boundary import Stage
 from agent.kube.client import KubeConfigError, load_api
 from agent.kube.conditions import ConditionWriter
 from agent.kube.dirsource import DirSource
@@ -228,6 +229,7 @@ class Agent:
         self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)
         watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
+        self.watcher.boundary = self.reconciler.boundary
         try:
             self.server = AgentServer(
                 self.config.metrics_bind_address,
@@ -546,16 +548,22 @@ class Agent:
             except queue.Empty:
                 item = None
             self._heartbeat = time.monotonic()
+            guard = self.reconciler.boundary.guard
             if item is not None:
-                self._handle(item)
+                with guard(Stage.PASS, "event"):
+                    self._handle(item)
                 while True:
                     try:
-                        self._handle(self._queue.get_nowait())
+                        queued = self._queue.get_nowait()
                     except queue.Empty:
                         break
+                    with guard(Stage.PASS, "event"):
+                        self._handle(queued)
             now = time.monotonic()
-            self.nri_desk.revisit(now)
-            rechecked = self.reconciler.recheck(now)
+            rechecked = False
+            with guard(Stage.PASS, "recheck"):
+                self.nri_desk.revisit(now)
+                rechecked = self.reconciler.recheck(now)
             if now >= next_resync:
                 if not self.options.once:
                     self._follow_config()
@@ -564,10 +572,13 @@ class Agent:
                 self._check_cpus()
                 self.reconciler.request_full()
             elif (item is None or item[0] == "stop") and not rechecked:
-                if not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting):
+                swept = False
+                with guard(Stage.PASS, "sweep"):
+                    swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
+                if swept:
                     self.metrics.ready.set(1 if self.ready()[0] else 0)
                 continue
-            if self.reconciler.run_pass(None if self.options.once else self.work_waiting):
+            if self._pass():
                 self.planned.set()
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
                 if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
@@ -578,6 +589,18 @@ class Agent:
                         return 3
                     return 0
         return 0
+
+    def _pass(self) -> bool:
+        """One reconcile pass inside the pass's fault boundary; False when none ran (or it failed).
+
+        A failed pass leaves a full pass due, so the next one starts from the pod list and the cgroups again.
+        """
+        ran = False
+        with self.reconciler.boundary.guard(Stage.PASS, "pass"):
+            ran = self.reconciler.run_pass(None if self.options.once else self.work_waiting)
+        if not ran and self.reconciler.passes > 0:
+            self.reconciler.request_full()
+        return ran
 
     def work_waiting(self) -> bool:
         """Whether targeted work waits for the loop: a queued event, a bundle re-read due, or a stop.

@@ -60,6 +60,7 @@ from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
 from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
 from agent.cpuset import CPUSet
+from agent.fault_boundary import FaultBoundary, Stage
 from agent.kube.conditions import readiness_gated
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
@@ -119,11 +120,18 @@ class Reconciler:
         self.identities = IdentityBook()
         self._statuses = StatusFeed(self.identities)
         self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
+        self.boundary = FaultBoundary(
+            self.log, lambda stage: reporter.metrics.internal_errors.labels(stage=stage).inc(), reporter.pod_warning
+        )
+        if devices is not None:
+            devices.boundary = self.boundary
         self.namer = (
             BundleNamer(self.identities, bundles, on_error=self._identity_error, log=self.log, clock=clock)
             if bundles is not None
             else None
         )
+        if self.namer is not None:
+            self.namer.boundary = self.boundary
         self._rebuild = rebuild
         self._observations: dict[str, Observed] = {}
         self._decisions: dict[str, Decision] = {}
@@ -395,43 +403,55 @@ class Reconciler:
         for view in sorted(views, key=lambda v: v.uid not in self._observations):
             if view.is_terminal:
                 continue
-            if self.planner.is_admitted(view.uid):
-                if view.uid not in self._decisions:  # restored from the checkpoint: its plan names its devices
-                    held = self.devices.held(view) if self.devices is not None else None
-                    start = self.clock()
-                    decision = self.planner.admit(view, devices=held)
-                    self._decisions[view.uid] = decision
-                    if not decision.already_admitted:  # the CPUs it held were stale: it was admitted again
-                        changed = True
-                        self._dirty.add(view.uid)
-                        if decision.admitted:
-                            plan = self.planner.plan([view], self._decisions).pods[0]
-                            self.reporter.admitted(decision, plan, self.clock() - start)
-                        else:
-                            self.reporter.rejected(decision, self.clock() - start)
-                continue
-            if self._rejected_at.get(view.uid) == self._epoch:
-                continue
-            answer = self.devices.check(view) if self.devices is not None else None
-            if answer is not None and not answer.ready:
-                continue  # its devices are not known yet: asked again on a later pass
-            start = self.clock()
-            decision = self.planner.admit(
-                view, self._observations.pop(view.uid, None), devices=answer.devices if answer is not None else None
-            )
-            seconds = self.clock() - start
-            self._decisions[view.uid] = decision
-            if answer is not None and answer.unknown is not None:
-                self.reporter.devices_unknown(decision, answer.unknown, answer.waited)
-            if decision.admitted:
-                changed = True
-                self._rejected_at.pop(view.uid, None)
-                self._dirty.add(view.uid)
-                self.reporter.admitted(decision, self.planner.plan([view], self._decisions).pods[0], seconds)
-            else:
-                self._rejected_at[view.uid] = self._epoch
-                self.reporter.rejected(decision, seconds)
+            with self.boundary.guard(Stage.POD, pod=(view.namespace, view.name, view.uid)):
+                changed = self._decide_one(view) or changed
         return changed
+
+    def _decide_one(self, view: PodView) -> bool:
+        """Admit one pod that is not terminal (or take a restored one's plan); True when the state changed.
+
+        It runs inside the pod's fault boundary (``agent/fault_boundary.py``): an unexpected exception ends this
+        pod's admission for this pass only.
+        """
+        if self.planner.is_admitted(view.uid):
+            if view.uid in self._decisions:
+                return False
+            # Restored from the checkpoint: its plan names its devices.
+            held = self.devices.held(view) if self.devices is not None else None
+            start = self.clock()
+            decision = self.planner.admit(view, devices=held)
+            self._decisions[view.uid] = decision
+            if decision.already_admitted:
+                return False
+            # The CPUs it held were stale: it was admitted again.
+            self._dirty.add(view.uid)
+            if decision.admitted:
+                plan = self.planner.plan([view], self._decisions).pods[0]
+                self.reporter.admitted(decision, plan, self.clock() - start)
+            else:
+                self.reporter.rejected(decision, self.clock() - start)
+            return True
+        if self._rejected_at.get(view.uid) == self._epoch:
+            return False
+        answer = self.devices.check(view) if self.devices is not None else None
+        if answer is not None and not answer.ready:
+            return False  # its devices are not known yet: asked again on a later pass
+        start = self.clock()
+        decision = self.planner.admit(
+            view, self._observations.pop(view.uid, None), devices=answer.devices if answer is not None else None
+        )
+        seconds = self.clock() - start
+        self._decisions[view.uid] = decision
+        if answer is not None and answer.unknown is not None:
+            self.reporter.devices_unknown(decision, answer.unknown, answer.waited)
+        if not decision.admitted:
+            self._rejected_at[view.uid] = self._epoch
+            self.reporter.rejected(decision, seconds)
+            return False
+        self._rejected_at.pop(view.uid, None)
+        self._dirty.add(view.uid)
+        self.reporter.admitted(decision, self.planner.plan([view], self._decisions).pods[0], seconds)
+        return True
 
     def _observe_live(self, views: list[PodView]) -> dict[str, Observed]:
         """The explicit cpusets on the live cgroups of these pods (for rebuilding a lost checkpoint)."""
@@ -502,13 +522,15 @@ class Reconciler:
         return levels
 
     def _scan_pod(self, uid: str, qos: str) -> ScannedPod | None:
-        try:
-            location = self.layout.find_pod(uid, qos)
-        except CgroupError:
-            return None
-        if location is None:
-            return None
-        return self._rescan(ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=()))
+        with self.boundary.guard(Stage.CGROUP, f"pod cgroup of {uid}"):
+            try:
+                location = self.layout.find_pod(uid, qos)
+            except CgroupError:
+                return None
+            if location is None:
+                return None
+            return self._rescan(ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=()))
+        return None  # an unexpected failure, caught at this cgroup directory's boundary
 
     def _rescan(self, pod: ScannedPod) -> ScannedPod | None:
         """``pod`` with its container cgroups as they are now; None when its cgroup is gone."""

@@ -169,6 +169,10 @@ class Reporter:
         self._warned.add(key)
         self.events.warning(ref, reason, message)
 
+    def pod_warning(self, ref: PodRef, reason: str, message: str) -> None:
+        """A Warning Event on the pod, once per distinct message (the fault boundary's ``PodpinInternalError``)."""
+        self._warn_once(ref, reason, message)
+
     # -- decisions --------------------------------------------------------------------------
     def _stale(self, decision: Decision) -> None:
         """A restored allocation the planner released as stale: a warning line and a Warning Event."""
