@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.hostfile import read_regular
+from agent.safeparse import MAX_DOCUMENT_BYTES
+
 __all__ = ["KubeletCPUPolicy", "read_kubelet_cpu_policy", "parse_kubelet_cpu_policy"]
 
 
@@ -65,7 +68,7 @@ def parse_kubelet_cpu_policy(text: str, path: str = "cpu_manager_state") -> Kube
 def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
     """The kubelet's CPU policy from its checkpoint file; a missing file is not pinning."""
     try:
-        text = Path(path).read_text()
+        text = read_regular(path, MAX_DOCUMENT_BYTES).decode()  # no symlink, FIFO or device (agent/hostfile.py)
     except FileNotFoundError:
         return KubeletCPUPolicy(None, False, f"{path}: not present (no kubelet CPU manager state mounted)")
     except OSError as err:
