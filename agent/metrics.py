@@ -107,7 +107,7 @@ HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
 #: What happened to a wanted pod condition (``podpin_condition_patches_total{result}``; agent/kube/conditions.py).
 CONDITION_RESULTS = ("patched", "gone", "failed")
 #: Why a pod was kept off a cgroup it claimed (``cgroup_claims_refused``).
-CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
+CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "mirror_owner_uid_mismatch", "cgroup_taken")
 
 #: The ``(scope, boundary)`` pairs podpin counts, as the kubelet's ``container_aligned_compute_resources_count``:
 #: NUMA alignment per container (container scope) or per pod (pod scope) under ``single-numa-node``, and whole

@@ -56,6 +56,7 @@ from agent.kube.client import KubeConfigError, load_api
 from agent.kube.conditions import ConditionWriter
 from agent.kube.dirsource import DirSource
 from agent.kube.events import EventRecorder
+from agent.kube.node_identity import NodeIdentity
 from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import read_kubelet_cpu_policy
 from agent.metrics import AgentMetrics
@@ -144,6 +145,18 @@ def _node_labels(api: Any) -> LabelReader:
     return labels
 
 
+def _node_identity(api: Any, node: str | None) -> NodeIdentity | None:
+    """The Node's uid from the API server (mirror pods' owners are checked against it); None without one."""
+    if api is None or not node:
+        return None
+
+    def read() -> str | None:
+        uid = (api.read_node(node, _request_timeout=5).get("metadata") or {}).get("uid")
+        return uid if isinstance(uid, str) else None
+
+    return NodeIdentity(read)
+
+
 class Agent:
     """The running agent: owns every thread and the single reconcile loop."""
 
@@ -221,6 +234,7 @@ class Agent:
                 self.config.pod_resources_socket, self.config.device_wait_timeout, self.config.node_name
             ),
             audit=AffinityAudit(probe, period=self.config.reconcile_period),
+            node_identity=_node_identity(api, self.config.node_name),
         )
         self.source = self._source(api)
         self.nri_desk = NRIDesk(self.reconciler, pod_wait=self.config.nri.pod_wait, pending=self.work_waiting)

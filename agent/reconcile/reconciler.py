@@ -62,6 +62,7 @@ from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgrou
 from agent.cpuset import CPUSet
 from agent.fault_boundary import FaultBoundary, Stage
 from agent.kube.conditions import readiness_gated
+from agent.kube.node_identity import NodeIdentity, OwnerVerdict
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
@@ -105,8 +106,10 @@ class Reconciler:
         clock: Callable[[], float] = time.monotonic,
         devices: DeviceGate | None = None,
         audit: AffinityAudit | None = None,
+        node_identity: NodeIdentity | None = None,
     ) -> None:
         self.planner = planner
+        self.node_identity = node_identity
         self.devices = devices
         self.layout = layout
         self.fs = fs
@@ -303,6 +306,7 @@ class Reconciler:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
+        views = [self._confirm_mirror_owner(view) for view in views]
         for view in views:
             if view.mirror_refused is not None:
                 self.reporter.mirror_refused(view)
@@ -368,6 +372,16 @@ class Reconciler:
         self.passes += 1
         self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
         return True
+
+    def _confirm_mirror_owner(self, view: PodView) -> PodView:
+        """``view``, or a copy no longer a mirror pod when its Node owner's uid is not the Node's (finding 1 of
+        issue 22: the garbage collector's check, ``agent/kube/node_identity.py``)."""
+        if view.mirror_of is None or self.node_identity is None:
+            return view
+        verdict, node_uid = self.node_identity.check(view.mirror_owner_uid or "")
+        if verdict is not OwnerVerdict.MISMATCH:
+            return view
+        return dataclasses.replace(view, mirror_of=None, mirror_refused=view.mirror_of, mirror_owner_mismatch=node_uid)
 
     def sweep(self, pending: Pending | None = None) -> bool:
         """Continue an unfinished full pass with the latest plan (no new decisions); False when there is none."""

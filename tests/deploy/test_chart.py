@@ -279,6 +279,11 @@ class TestToggles:
         expected = (Path("/host/kubelet/pod-resources/kubelet.sock"), ("/data/kubelet", "Directory", True))
         assert expected == (loaded.pod_resources_socket, _mounts(objects)["/host/kubelet"])
 
+    def test_the_agent_may_read_its_node(self, tmp_path: Path) -> None:
+        """Always ``get nodes``: a mirror pod's owner uid is checked against the Node's (issue 22, finding 1)."""
+        rules = _one(_render(tmp_path), "ClusterRole", "podpin")["rules"]
+        assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]} in rules
+
     def test_nrt_off_by_default(self, tmp_path: Path) -> None:
         """By default the agent publishes no NodeResourceTopology, and the chart grants nothing for it nor adds
         the CRD."""

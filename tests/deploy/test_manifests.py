@@ -463,12 +463,13 @@ class TestRBAC:
         )
 
     def test_cluster_role_grants_only_what_the_agent_uses(self) -> None:
-        """Pods get/list/watch, their status patch (the condition podpin.io/CPUsPinned) and Events create/patch; no
-        nodes, no wildcards."""
+        """Pods get/list/watch, their status patch (the condition podpin.io/CPUsPinned), Events create/patch and
+        its Node's get (a mirror pod's owner uid is checked against it, issue 22); no wildcards."""
         expected = [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
         ]
         assert expected == _object("ClusterRole")["rules"]
 

@@ -101,6 +101,44 @@ def test_split_synchronize_is_collected_into_one_handler_call() -> None:
         assert [(True, 0), (True, 0), (False, 1)] == [(r.more, len(r.update)) for r in conn.sync_responses]
 
 
+def test_synchronize_beyond_the_bounds_answers_what_it_kept_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22, finding 5: past ``MAX_SYNC_CONTAINERS`` the rest of a Synchronize is counted, not kept; the last
+    chunk is answered for what was kept, and a ``truncated`` outcome names what was left out."""
+    from agent.nri import service
+
+    monkeypatch.setattr(service, "MAX_SYNC_CONTAINERS", 3)
+    pods = [make_pod(f"u{i}") for i in range(5)]
+    containers = [make_container(f"c{i}", pods[i]) for i in range(5)]
+    handler = RecordingHandler(
+        answers={"synchronize": lambda _p, _c: [ContainerUpdate(container_id="c0", cpu_quota=-1)]}
+    )
+    runtime = {"pods": pods, "containers": containers, "sync_chunk": 2}
+    with connected(handler, runtime=runtime) as (_, conn, _nri, reports):
+        kept = [(n, [p.uid for p in ps], [c.id for c in cs]) for n, ps, cs in handler.calls]
+        truncated = [o.error for o in reports.calls(CallResult.TRUNCATED)]
+        answers = [(r.more, len(r.update)) for r in conn.sync_responses]
+    assert [("synchronize", ["u0", "u1", "u2"], ["c0", "c1", "c2"])] == kept
+    assert [(True, 0), (True, 0), (False, 1)] == answers
+    assert [True] == ["2 pods and 2 containers left out" in str(error) for error in truncated]
+
+
+def test_synchronize_bytes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_SYNC_BYTES`` of chunks nothing more is kept (a runtime that never ends its Synchronize grew the
+    agent to 578 MB); the handler gets what came before."""
+    from agent.nri import service
+
+    pods = [make_pod(f"u{i}") for i in range(6)]
+    containers = [make_container(f"c{i}", pods[i]) for i in range(6)]
+    one_chunk = len(pb.SynchronizeRequest(pods=pods[:2], containers=containers[:2], more=True).SerializeToString())
+    monkeypatch.setattr(service, "MAX_SYNC_BYTES", one_chunk + 10)
+    handler = RecordingHandler()
+    runtime = {"pods": pods, "containers": containers, "sync_chunk": 2}
+    with connected(handler, runtime=runtime) as (_, _conn, _nri, reports):
+        kept = [(len(ps), len(cs)) for _, ps, cs in handler.calls]
+        truncated = reports.calls(CallResult.TRUNCATED)
+    assert ([(2, 2)], 1) == (kept, len(truncated))
+
+
 @pytest.mark.parametrize("mode", list(NRIGeneration))
 def test_create_container_returns_the_handlers_adjustment_and_other_updates(mode: NRIGeneration) -> None:
     """CreateContainer answers with the handler's cpuset, mems, quota and period, plus updates of other containers."""
