@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from agent.cpuset import CPUSet
 from agent.nri import (
@@ -341,6 +342,19 @@ def test_malformed_cpuset_from_the_runtime_is_invalid_and_skips_the_handler() ->
         assert NRIMethod.CREATE_CONTAINER == invalid.event
         assert "Container bad linux.resources.cpu.cpus" in (invalid.error or "")
         assert ["synchronize"] == handler.names()
+
+
+def test_refused_requests_warn_once_per_cause_per_interval() -> None:
+    """Issue 22, finding 8: 500 malformed CreateContainer requests are one warning line (the rest debug lines held
+    back), while every one is still reported and answered."""
+    handler = RecordingHandler()
+    with capture_logs() as logs, connected(handler) as (_, conn, _nri, reports):
+        for n in range(500):
+            conn.create_container(POD, make_container(f"bad{n}", POD, cpus="0-x"))
+        wait_for(lambda: len(reports.calls(CallResult.INVALID)) == 500)
+    warnings = [line for line in logs if line["event"] == "nri.call" and line["log_level"] == "warning"]
+    held = [line for line in logs if line["event"] == "nri.call" and line.get("throttled")]
+    assert (1, 499) == (len(warnings), len(held))
 
 
 def test_state_change_of_an_unsubscribed_event_is_ignored() -> None:
