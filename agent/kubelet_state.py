@@ -12,12 +12,13 @@ because writing over a kubelet that pins would move exclusive CPUs.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.hostfile import read_regular
+from agent.hostfile import open_regular, read_regular_fd
 from agent.safeparse import MAX_DOCUMENT_BYTES
 
 __all__ = ["KubeletCPUPolicy", "read_kubelet_cpu_policy", "parse_kubelet_cpu_policy"]
@@ -30,6 +31,8 @@ class KubeletCPUPolicy:
     policy: str | None
     pinning: bool
     reason: str
+    replaced: bool = False
+    """The file was replaced on the host after it was mounted: the mount shows the old one (no links left)."""
 
 
 def _key(document: Mapping[str, Any], name: str) -> Any:
@@ -68,7 +71,12 @@ def parse_kubelet_cpu_policy(text: str, path: str = "cpu_manager_state") -> Kube
 def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
     """The kubelet's CPU policy from its checkpoint file; a missing file is not pinning."""
     try:
-        text = read_regular(path, MAX_DOCUMENT_BYTES).decode()  # no symlink, FIFO or device (agent/hostfile.py)
+        fd = open_regular(path)  # no symlink, FIFO or device (agent/hostfile.py)
+        try:
+            links = os.fstat(fd).st_nlink
+            text = read_regular_fd(fd, MAX_DOCUMENT_BYTES).decode()
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return KubeletCPUPolicy(None, False, f"{path}: not present (no kubelet CPU manager state mounted)")
     except OSError as err:
@@ -86,5 +94,15 @@ def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
             True,
             f"{path}: cannot parse the kubelet CPU manager state (not UTF-8 text: {err.reason} at byte "
             f"{err.start}); not writing cpusets to be safe",
+        )
+    if links == 0:
+        # The chart mounts the file itself; the kubelet writes it by rename, so after a write the mount still
+        # shows the unlinked old file. Nothing is written until a restart mounts the new one (/healthz fails).
+        return KubeletCPUPolicy(
+            None,
+            True,
+            f"{path}: replaced on the node since the agent started (the mount shows the old file); not writing "
+            "cpusets until the agent restarts onto the new one",
+            replaced=True,
         )
     return parse_kubelet_cpu_policy(text, str(path))

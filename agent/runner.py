@@ -347,6 +347,8 @@ class Agent:
             return False, f"the reconcile loop has not turned for {age:.0f}s"
         if self.watcher.error is not None:
             return False, f"the cgroup watcher stopped: {self.watcher.error}"
+        if self.reconciler.kubelet_replaced and self.reconciler.blocked is not None:
+            return False, self.reconciler.blocked  # a restart mounts the kubelet's new checkpoint file
         dead = [t.name for t in self._threads if not t.is_alive()]
         if dead and not self.stop_event.is_set():
             return False, f"threads stopped: {', '.join(dead)}"

@@ -153,6 +153,8 @@ class Reconciler:
         self.passes = 0
         self.sweeps = 0
         self.blocked: str | None = None
+        self.kubelet_replaced = False
+        """The kubelet's CPU manager checkpoint was replaced under its file mount: a restart is the cure."""
         self.audit = audit
         self._auditing = False
         if not rebuild:
@@ -349,6 +351,7 @@ class Reconciler:
         full = self._full or changed
         self._full = False
         policy = self.kubelet()
+        self.kubelet_replaced = policy.replaced
         self.reporter.kubelet(policy)
         if self.blocked is not None and not policy.pinning:
             full = True  # nothing was written while the kubelet pinned: write everything now

@@ -60,3 +60,26 @@ def test_unreadable_file_is_pinning(tmp_path: Path) -> None:
     (tmp_path / "cpu_manager_state").mkdir()
     result = read_kubelet_cpu_policy(tmp_path / "cpu_manager_state")
     assert (True, True) == (result.pinning, "cannot read" in result.reason)
+
+
+def test_a_checkpoint_replaced_under_its_file_mount_stops_the_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chart mounts cpu_manager_state itself (issue 22, finding 9); the kubelet writes it by rename, after
+    which the mount shows the old, unlinked file (no links left, emulated here): podpin writes nothing and says
+    a restart is needed (the agent's /healthz then fails, so the kubelet restarts it onto the new file)."""
+    import os
+
+    path = tmp_path / "cpu_manager_state"
+    path.write_text('{"policyName":"none","defaultCpuSet":"","checksum":1}')
+    real_fstat = os.fstat
+
+    def unlinked(fd: int) -> os.stat_result:
+        info = list(real_fstat(fd))
+        info[3] = 0  # st_nlink
+        return os.stat_result(info)
+
+    monkeypatch.setattr(os, "fstat", unlinked)
+    policy = read_kubelet_cpu_policy(path)
+    assert (None, True, True) == (policy.policy, policy.pinning, policy.replaced)
+    assert "replaced on the node since the agent started" in policy.reason
