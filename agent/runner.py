@@ -594,7 +594,10 @@ class Agent:
                 if swept:
                     self.metrics.ready.set(1 if self.ready()[0] else 0)
                 continue
-            if self._pass():
+            if not self._pass():
+                if self.options.once and self.failure is not None:
+                    return 1  # --once: one pass, and it failed
+            else:
                 self.planned.set()
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
                 if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
@@ -611,11 +614,14 @@ class Agent:
 
         A failed pass leaves a full pass due, so the next one starts from the pod list and the cgroups again.
         """
-        ran = False
+        ran, failed = False, True
         with self.reconciler.boundary.guard(Stage.PASS, "pass"):
             ran = self.reconciler.run_pass(None if self.options.once else self.work_waiting)
-        if not ran and self.reconciler.passes > 0:
+            failed = False
+        if failed:
             self.reconciler.request_full()
+            if self.options.once:
+                self.failure = "the pass failed: an unexpected error (agent.internal_error in the log)"
         return ran
 
     def work_waiting(self) -> bool:

@@ -90,3 +90,22 @@ def test_one_pods_unexpected_failure_leaves_the_others_pinned(node: AgentNode, m
     failures = lines(logs, "agent.internal_error", stage="pod")
     assert [("bad", "KeyError: 'an input nobody thought of'")] == [(f["pod"], f["error"]) for f in failures]
     assert (1.0, "1,17") == (sample(agent, "podpin_internal_errors_total", stage="pod"), node.cpus(good, "app"))
+
+
+def test_a_failed_once_pass_is_exit_1_naming_the_log_line(node: AgentNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--once`` runs one pass: when an unexpected error ends it, ``podpin run`` says so and exits 1 (not the
+    3 x reconcilePeriod wait for a pod list that did arrive)."""
+    node.add_pod(_gu("a"))
+    agent = node.agent(once=True)
+
+    def broken(*_args: Any) -> bool:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(agent.reconciler, "run_pass", broken)
+    with capture_logs() as logs:
+        status = agent.run()
+    assert (1, "the pass failed: an unexpected error (agent.internal_error in the log)", 1) == (
+        status,
+        agent.failure,
+        len(lines(logs, "agent.internal_error", stage="pass")),
+    )
