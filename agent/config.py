@@ -86,10 +86,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NRTSettings:
-    """``nrt``: whether the node's NodeResourceTopology is published, and at most how often (seconds)."""
+    """``nrt``: whether the node's NodeResourceTopology is published, at most how often (seconds), and whether
+    podpin takes the object over from another writer (``takeOver``; otherwise it leaves such an object alone)."""
 
     enabled: bool
     min_interval: float
+    take_over: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -328,7 +330,7 @@ def _reserved_memory(key: str, value: Any) -> tuple[ReservedMemory, ...]:
 
 
 #: ``nrt``'s keys and defaults: the table's default for ``nrt``, and what a map that leaves a key out gets.
-_NRT_DEFAULT = MappingProxyType({"enabled": False, "minInterval": "5s"})
+_NRT_DEFAULT = MappingProxyType({"enabled": False, "minInterval": "5s", "takeOver": False})
 
 
 def _nrt(key: str, value: Any) -> NRTSettings:
@@ -340,7 +342,11 @@ def _nrt(key: str, value: Any) -> NRTSettings:
     interval = _duration(f"{key}.minInterval", merged["minInterval"])
     if interval < timedelta(0):
         raise ConfigError(f"{key}.minInterval: {merged['minInterval']!r} must not be negative")
-    return NRTSettings(enabled=_bool(f"{key}.enabled", merged["enabled"]), min_interval=interval.total_seconds())
+    return NRTSettings(
+        enabled=_bool(f"{key}.enabled", merged["enabled"]),
+        min_interval=interval.total_seconds(),
+        take_over=_bool(f"{key}.takeOver", merged["takeOver"]),
+    )
 
 
 def _nri(_key: str, value: Any) -> NRIConfig:
@@ -532,7 +538,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "nrt",
         _nrt,
         dict(_NRT_DEFAULT),
-        "{enabled, minInterval}: publish the node's NodeResourceTopology, at most once per minInterval",
+        "{enabled, minInterval, takeOver}: publish the node's NodeResourceTopology, at most once per minInterval; "
+        "takeOver: also when another writer (NFD) manages it",
     ),
     _key("nri", "nri", _nri, {}, "the NRI plugin: enabled, socketPath, podWaitTimeout (agent/nri/config.py)"),
 )
