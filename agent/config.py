@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
@@ -55,6 +55,7 @@ from agent.cpuset import CPUSet, CPUSetError
 from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
 from agent.podresources import DEFAULT_SOCKET
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
+from agent.runtime.paths import DEFAULT_RUNTIME_PATHS, PRESETS, RuntimePathPreset, RuntimePaths, RuntimePathsError
 from agent.safeparse import MAX_DOCUMENT_BYTES, DocumentError, load_yaml
 from agent.shortrepr import short_repr
 
@@ -124,6 +125,7 @@ class AgentConfig:
     cgroup_watch: WatchMode
     runtime_root: Path
     pod_resources_socket: Path
+    runtime_paths: RuntimePaths = DEFAULT_RUNTIME_PATHS
     nrt: NRTSettings
     nri: NRIConfig
     assumed: tuple[str, ...] = ()
@@ -329,6 +331,41 @@ def _reserved_memory(key: str, value: Any) -> tuple[ReservedMemory, ...]:
     return tuple(entries)
 
 
+#: ``runtimePaths``' keys (all optional: a preset's value, else containerd's and CRI-O's defaults).
+_RUNTIME_PATH_KEYS = ("preset", "containerdState", "crioRunroot", "crioStorageDriver", "sandboxerDir")
+
+
+def _runtime_paths(key: str, value: Any) -> RuntimePaths:
+    given = _map(key, value)
+    unknown = sorted(set(given) - set(_RUNTIME_PATH_KEYS))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {', '.join(_RUNTIME_PATH_KEYS)})")
+    preset_name = _string(f"{key}.preset", given.get("preset", RuntimePathPreset.DEFAULT))
+    try:
+        preset = PRESETS[RuntimePathPreset(preset_name)]
+    except ValueError:
+        raise ConfigError(
+            f"{key}.preset: {preset_name!r} is not one of {', '.join(p.value for p in RuntimePathPreset)}"
+        ) from None
+
+    def path(name: str, default: PurePosixPath | None) -> PurePosixPath | None:
+        return PurePosixPath(_string(f"{key}.{name}", given[name])) if given.get(name) else default
+
+    try:
+        return RuntimePaths(
+            containerd_state=path("containerdState", preset.containerd_state) or preset.containerd_state,
+            crio_runroot=path("crioRunroot", preset.crio_runroot) or preset.crio_runroot,
+            crio_storage_driver=_string(f"{key}.crioStorageDriver", given.get("crioStorageDriver"))
+            if given.get("crioStorageDriver")
+            else preset.crio_storage_driver,
+            sandboxer_dir=path("sandboxerDir", preset.sandboxer_dir),
+        )
+    except RuntimePathsError as err:
+        names = {"containerd_state": "containerdState", "crio_runroot": "crioRunroot", "sandboxer_dir": "sandboxerDir"}
+        field, _, message = str(err).partition(": ")
+        raise ConfigError(f"{key}.{names.get(field, 'crioStorageDriver')}: {message}") from None
+
+
 #: ``nrt``'s keys and defaults: the table's default for ``nrt``, and what a map that leaves a key out gets.
 _NRT_DEFAULT = MappingProxyType({"enabled": False, "minInterval": "5s", "takeOver": False})
 
@@ -518,6 +555,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         _path,
         "/",
         "where the runtimes' state is mounted (run/containerd, run/containers): container names from OCI bundles",
+    ),
+    _key(
+        "runtimePaths",
+        "runtime_paths",
+        _runtime_paths,
+        {},
+        "{preset: default|k3s|rke2, containerdState, crioRunroot, crioStorageDriver, sandboxerDir}: where the "
+        "runtimes keep bundles, as node paths under runtimeRoot (k3s and rke2: containerd state /run/k3s/containerd)",
     ),
     _key(
         "podResourcesSocket",

@@ -61,7 +61,8 @@ def nri_node(tmp_path: Path, socket_path: Path, wait: str = "300ms") -> AgentNod
 
 def test_create_after_the_pod_is_known_answers_the_planned_values(tmp_path: Path, socket_path: Path) -> None:
     """A pod the watch delivered: the answer holds the container's exclusive CPUs and no CPU limit, the pod cgroup
-    already holds them (all CPUs: the container narrows), and the cgroup that appears counts as pinned through NRI."""
+    already holds them (all CPUs: the container narrows), and the cgroup that appears counts as pinned through NRI
+    (connected, and the runtime's socket there: ``podpin_nri_available``)."""
     node = nri_node(tmp_path, socket_path)
     web = waiting_pod("web")
     node.add_pod(web)
@@ -76,9 +77,10 @@ def test_create_after_the_pod_is_known_answers_the_planned_values(tmp_path: Path
         outcome = (
             sample(agent, "podpin_nri_requests_total", method="CreateContainer", result="ok"),
             sample(agent, "podpin_nri_connected"),
+            sample(agent, "podpin_nri_available"),
         )
         final = node.read(path)
-    assert (("1,17", "", -1, 100000), "0-31", "1,17", (1.0, 1.0)) == (_cpu(answer), pod_cpus, final, outcome)
+    assert (("1,17", "", -1, 100000), "0-31", "1,17", (1.0, 1.0, 1.0)) == (_cpu(answer), pod_cpus, final, outcome)
 
 
 def test_create_before_the_pod_is_known_gets_the_interim_set_then_the_plan(tmp_path: Path, socket_path: Path) -> None:
@@ -264,11 +266,14 @@ def test_malformed_request_is_reported_and_answered_empty(tmp_path: Path, socket
 
 
 def test_socket_appearing_later_is_found(tmp_path: Path, socket_path: Path) -> None:
-    """No socket at start: podpin says so once and pins as without NRI; when the runtime starts, it connects."""
+    """No socket at start: podpin says so once and pins as without NRI (NRI not available, so no alert); when the
+    runtime starts, it connects."""
     node = nri_node(tmp_path, socket_path)
     with capture_logs() as logs, running(node.agent()) as agent:
         wait_until(lambda: lines(logs, "nri.socket_absent"), what="the absent socket said")
+        before = sample(agent, "podpin_nri_available")
         with NRIRuntime(socket_path) as runtime:
             runtime.wait_ready(timeout=5.0)
             wait_until(lambda: sample(agent, "podpin_nri_connected") == 1.0, what="connected")
-    assert 1 == len(lines(logs, "nri.socket_absent"))
+            after = sample(agent, "podpin_nri_available")
+    assert (1, 0.0, 1.0) == (len(lines(logs, "nri.socket_absent")), before, after)

@@ -289,6 +289,7 @@ def test_contract_keys() -> None:
         "logFormat",
         "cgroupWatch",
         "runtimeRoot",
+        "runtimePaths",
         "nrt",
         "podResourcesSocket",
         "nri",
