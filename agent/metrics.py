@@ -383,6 +383,8 @@ class AgentMetrics:
         affinity_audits: affinity audits completed.
         nri_requests: NRI requests from the runtime, by ``method`` and ``result`` (``agent/nri/report.py``).
         nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
+        nri_available: 1 while ``nri.enabled`` and the runtime's NRI socket exists (NRI is on in the runtime), else 0;
+            with ``nri_connected`` at 0 the runtime offers NRI and podpin is not its plugin (PodpinNRIDisconnected).
         config_restart_needed: 1 while changed configuration keys wait for a restart (``agent/config_follow.py``).
         condition_patches: patches of the pod condition ``podpin.io/CPUsPinned``, by ``result``.
         cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
@@ -500,6 +502,10 @@ class AgentMetrics:
         )
         self.nri_connected = gauge(
             "nri_connected", "1 while podpin is registered with the runtime's NRI and synchronized, else 0."
+        )
+        self.nri_available = gauge(
+            "nri_available",
+            "1 while nri.enabled and the runtime's NRI socket exists (NRI is on in the runtime), else 0.",
         )
         self.condition_patches = counter(
             "condition_patches",

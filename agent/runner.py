@@ -229,7 +229,7 @@ class Agent:
             kubelet=lambda: read_kubelet_cpu_policy(self.config.kubelet_cpu_manager_state_path),
             dry_run=self.config.dry_run,
             rebuild=rebuild,
-            bundles=BundleReader(self.config.runtime_root),
+            bundles=BundleReader(self.config.runtime_root, paths=self.config.runtime_paths),
             devices=device_gate_for(
                 self.config.pod_resources_socket, self.config.device_wait_timeout, self.config.node_name
             ),
@@ -498,6 +498,8 @@ class Agent:
             raise AgentError(str(err)) from err
         self._spawn("podpin-source", lambda: self.source.run(self._on_pods, self.stop_event))
         if self._nri_wanted():
+            socket = self.config.nri.socket_path
+            self.metrics.nri_available.set_function(lambda: 1.0 if socket.exists() else 0.0)
             self._spawn("podpin-nri", self._run_nri)
         if not self.options.once and self.config.cgroup_watch != WatchMode.OFF:
             self.watcher.start()

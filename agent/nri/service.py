@@ -10,10 +10,12 @@ has registered:
 2. ``Synchronize`` with every pod and container, in chunks flagged ``more``
    when large (each such chunk is answered ``more: true`` with no updates; the
    last one carries the updates);
-3. the subscribed events, one at a time: a runtime with NRI after v0.8.0 calls
-   the dedicated methods (RunPodSandbox, StopPodSandbox, RemovePodSandbox,
-   RemoveContainer); NRI v0.8.0 (containerd 1.7) sends those four as
-   ``StateChange`` events. Both are served. CreateContainer, UpdateContainer
+3. the subscribed events, one at a time: NRI v0.12 and later (containerd 2.3,
+   2.4) calls the dedicated methods (RunPodSandbox, StopPodSandbox,
+   RemovePodSandbox, RemoveContainer) and falls back to ``StateChange``, with a
+   deprecation warning, only for a plugin that answers Unimplemented; earlier
+   NRI (v0.6.1 in containerd 1.7.24, v0.8 in 2.0/2.1, v0.10/v0.11 in 2.2) sends
+   those four as ``StateChange`` events. Both are served. CreateContainer, UpdateContainer
    and StopContainer are their own calls in both;
 4. ``Shutdown`` when the runtime is going away.
 
@@ -78,7 +80,7 @@ SUBSCRIBED_EVENTS = (
     pb.STOP_CONTAINER,
     pb.REMOVE_CONTAINER,
 )
-"""The events podpin handles - all of them exist in NRI v0.8.0 (containerd 1.7)."""
+"""The events podpin handles - all of them exist in NRI v0.6.1 (containerd 1.7.24) and later."""
 
 EVENT_MASK = sum(1 << (event - 1) for event in SUBSCRIBED_EVENTS)
 """The ConfigureResponse ``events`` value: bit ``event - 1`` per subscribed event."""

@@ -1,12 +1,15 @@
 """Reading a container's OCI bundle ``config.json`` from the runtime's state directory (the I/O edge).
 
-Where each runtime keeps the bundle of a Kubernetes container (relative to ``--runtime-root``, default ``/``,
-so a DaemonSet can mount the host's runtime state read-only anywhere, like ``--sysfs-root``):
+Where each runtime keeps the bundle of a Kubernetes container (under ``--runtime-root``, default ``/``, so a
+DaemonSet can mount the host's runtime state read-only anywhere, like ``--sysfs-root``; the directories are the
+``runtimePaths`` setting, :mod:`agent.runtime.paths`, shown here with their defaults):
 
-* containerd (CRI plugin, namespace ``k8s.io``): ``run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/``
+* containerd (CRI plugin, namespace ``k8s.io``): ``/run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/``
   (containerd's ``runtime/v2`` bundle directory; ``config.json`` is written before the shim runs
-  ``runc create``, which makes the cgroup: checked on containerd 1.7.24 in ``tests/vm``);
-* CRI-O: ``run/containers/storage/overlay-containers/<id>/userdata/`` (written in CreateContainer, before
+  ``runc create``, which makes the cgroup: checked on containerd 1.7 and 2.x in ``tests/vm``), then, for a pod
+  sandbox under containerd 2.x's ``shim`` sandboxer, ``/run/containerd/io.containerd.sandbox.controller.v1.shim/
+  k8s.io/<id>/``;
+* CRI-O: ``/run/containers/storage/overlay-containers/<id>/userdata/`` (written in CreateContainer, before
   ``runc create``).
 
 A lookup answers one of four ways, and the caller decides what to do:
@@ -37,11 +40,11 @@ from pathlib import Path
 from agent.cgroups import Runtime
 from agent.hostfile import open_regular, read_regular_fd
 from agent.runtime.annotations import AnnotationError, BundleIdentity, identity_from_spec
+from agent.runtime.paths import RuntimePaths
 from agent.runtime.vocabulary import IdentityErrorReason
 from agent.safeparse import MAX_DEPTH, DocumentError, check_depth
 
 __all__ = [
-    "BUNDLE_DIRS",
     "DEFAULT_RUNTIME_ROOT",
     "MAX_BUNDLE_BYTES",
     "BundleLookup",
@@ -50,6 +53,7 @@ __all__ = [
     "Invalid",
     "NotYet",
     "Unavailable",
+    "bundle_locations",
 ]
 
 DEFAULT_RUNTIME_ROOT = Path("/")
@@ -57,11 +61,17 @@ DEFAULT_RUNTIME_ROOT = Path("/")
 MAX_BUNDLE_BYTES = 1 << 20
 """The largest ``config.json`` read (a Kubernetes container's is 3-30 KB; huge env lists stay far below)."""
 
-BUNDLE_DIRS: dict[Runtime, tuple[str, str]] = {
-    Runtime.CONTAINERD: ("run/containerd/io.containerd.runtime.v2.task/k8s.io", "config.json"),
-    Runtime.CRIO: ("run/containers/storage/overlay-containers", "userdata/config.json"),
-}
-"""Per runtime: the directory holding one entry per container id, and the spec's path inside that entry."""
+
+def bundle_locations(paths: RuntimePaths, runtime: Runtime) -> tuple[tuple[str, str], ...]:
+    """Where ``runtime`` keeps bundles, in the order looked at: (directory relative to the runtime root holding one
+    entry per container id, the spec's path inside that entry); empty for a runtime without CRI bundles."""
+    if runtime is Runtime.CONTAINERD:
+        dirs = (paths.containerd_tasks, paths.containerd_sandboxes)
+        return tuple((str(d).lstrip("/"), "config.json") for d in dirs)
+    if runtime is Runtime.CRIO:
+        return ((str(paths.crio_containers).lstrip("/"), "userdata/config.json"),)
+    return ()
+
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -109,17 +119,21 @@ class BundleReader:
 
     Args:
         root: ``--runtime-root`` (``/`` on a node; a fixture tree in tests).
+        paths: where each runtime keeps its state (``runtimePaths``).
         max_bytes: the largest ``config.json`` accepted.
     """
 
-    def __init__(self, root: Path = DEFAULT_RUNTIME_ROOT, *, max_bytes: int = MAX_BUNDLE_BYTES) -> None:
+    def __init__(
+        self, root: Path = DEFAULT_RUNTIME_ROOT, *, paths: RuntimePaths | None = None, max_bytes: int = MAX_BUNDLE_BYTES
+    ) -> None:
         self.root = root
+        self.paths = paths if paths is not None else RuntimePaths()
         self.max_bytes = max_bytes
 
     def directory(self, runtime: Runtime) -> Path | None:
         """The directory holding ``runtime``'s bundles under the root (None: the runtime keeps none podpin reads)."""
-        entry = BUNDLE_DIRS.get(runtime)
-        return None if entry is None else self.root / entry[0]
+        locations = bundle_locations(self.paths, runtime)
+        return self.root / locations[0][0] if locations else None
 
     def read(self, container_id: str, runtime: Runtime | None) -> BundleLookup:
         """Who container ``container_id`` is, from its bundle.
@@ -136,16 +150,28 @@ class BundleReader:
                 message=f"container id {container_id!r} is not 64 lower-case hex digits",
             )
         chosen = Runtime.CONTAINERD if runtime is None else runtime
-        entry = BUNDLE_DIRS.get(chosen)
-        if entry is None:
+        locations = bundle_locations(self.paths, chosen)
+        if not locations:
             return Unavailable(runtime=chosen, directory=None, reason=f"{chosen.value} keeps no CRI bundle annotations")
-        directory = self.root / entry[0]
-        path = directory / container_id / entry[1]
-        raw = self._read(path)
-        if isinstance(raw, (NotYet, Invalid)):
-            if isinstance(raw, NotYet) and not directory.is_dir():
+        first: NotYet | None = None
+        found: tuple[Path, bytes] | None = None
+        for relative, spec_path in locations:
+            directory = self.root / relative
+            path = directory / container_id / spec_path
+            raw = self._read(path)
+            if isinstance(raw, Invalid):
+                return raw
+            if isinstance(raw, bytes):
+                found = (path, raw)
+                break
+            if first is None and directory.is_dir():
+                first = raw
+        if found is None:
+            if first is None:
+                directory = self.root / locations[0][0]
                 return Unavailable(runtime=chosen, directory=directory, reason=f"{directory} does not exist")
-            return raw
+            return first
+        path, raw = found
         if not raw.strip():
             return NotYet(path=path, reason="config.json is empty")
         too_deep = Invalid(

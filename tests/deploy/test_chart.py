@@ -325,6 +325,26 @@ class TestToggles:
         nrt_objects = [(kind, name) for kind, name in _kinds(objects) if "nrt" in name or "topolog" in name]
         assert (False, []) == (loaded.nrt.enabled, nrt_objects)
 
+    @pytest.mark.parametrize("preset", ["k3s", "rke2"])
+    def test_k3s_and_rke2_presets_mount_and_configure_their_runtime_state(self, tmp_path: Path, preset: str) -> None:
+        """runtimeState.paths.preset k3s/rke2: containerd's task and sandboxer directories come from
+        /run/k3s/containerd, a CRI-O with its own runroot and driver from there, and the agent reads them at the same
+        places (config.runtimePaths)."""
+        values = {
+            "runtimeState": {"paths": {"preset": preset, "crioRunroot": "/var/run/crio-x", "crioStorageDriver": "vfs"}}
+        }
+        objects = _render(tmp_path, values)
+        loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
+        mounted = sorted(host for host, _, read_only in _mounts(objects).values() if "crio" in host or "k3s" in host)
+        paths = loaded.runtime_paths
+        configured = sorted(str(d) for d in (paths.containerd_tasks, paths.containerd_sandboxes, paths.crio_containers))
+        dirs = [
+            "/run/k3s/containerd/io.containerd.runtime.v2.task/k8s.io",
+            "/run/k3s/containerd/io.containerd.sandbox.controller.v1.shim/k8s.io",
+            "/var/run/crio-x/vfs-containers",
+        ]
+        assert (dirs, dirs) == (mounted, configured)
+
     def test_nrt_on_grants_the_publisher_its_access(self, tmp_path: Path) -> None:
         """config.nrt.enabled reaches the agent and renders a ClusterRole for the Node and NodeResourceTopology
         calls, bound to the agent's ServiceAccount (which follows fullnameOverride)."""

@@ -94,6 +94,7 @@ METRICS: dict[str, frozenset[str]] = {
     "podpin_memory_pinning_requests_total": frozenset(),
     "podpin_memory_pinning_errors_total": frozenset(),
     "podpin_nri_connected": frozenset(),
+    "podpin_nri_available": frozenset(),
     "podpin_container_pins_total": frozenset({"source"}),
 }
 HISTOGRAMS = frozenset(
@@ -532,6 +533,7 @@ class TestDaemonSet:
                     "kubelet-config",
                     "nri",
                     "containerd-state",
+                    "containerd-sandboxes",
                     "crio-state",
                 ]
             },
@@ -556,6 +558,7 @@ class TestDaemonSet:
         driver narrows it to the subtree (tests/deploy/test_chart.py, test_only_the_pod_cgroups_are_writable)."""
         kubelet_dir = str(Path(_effective_config("kubeletCPUManagerStatePath")).parent)
         containerd = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
+        sandboxes = "/run/containerd/io.containerd.sandbox.controller.v1.shim/k8s.io"
         crio = "/run/containers/storage/overlay-containers"
         runtime_root = _effective_config("runtimeRoot")
         expected = {
@@ -567,6 +570,7 @@ class TestDaemonSet:
             f"{kubelet_dir}/config.yaml": ("/var/lib/kubelet/config.yaml", "File", True),
             "/var/run/nri": ("/var/run/nri", "DirectoryOrCreate", True),
             runtime_root + containerd: (containerd, "DirectoryOrCreate", True),
+            runtime_root + sandboxes: (sandboxes, "DirectoryOrCreate", True),
             runtime_root + crio: (crio, "DirectoryOrCreate", True),
         }
         actual = {
@@ -670,7 +674,7 @@ class TestAgentConfig:
 
     def test_commented_examples_are_valid(self) -> None:
         """Switching on every commented-out example gives a config the agent loads (its group and node sections too),
-        with every key but the six the chart sets."""
+        with every key but the seven the chart sets."""
         config = load_agent_config(_uncomment_examples(_values_config_block()))
         chart_set = {
             "nodeName",
@@ -679,6 +683,7 @@ class TestAgentConfig:
             "kubeletConfigPath",
             "nri",
             "runtimeRoot",
+            "runtimePaths",
         }
         assert [] == [key for key in (*CONFIG_DEFAULTS, *LAYER_KEYS) if key not in config and key not in chart_set]
 
