@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -57,7 +58,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The test helpers (tests/support) are not part of the installed package: read them from the checkout.
 sys.path.insert(0, str(REPO))
 
-from scripts.benchkit import add_options, emit
+from scripts.benchkit import add_options, commit_of, emit
 from tests.support.agentfixture import Spawned, fetch, kubeconfig, make_node, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.podfactory import container, make_pod, resources, sidecar
@@ -106,7 +107,14 @@ def pods() -> list[dict[str, Any]]:
 
 
 def measure(
-    seconds: float, python: str, *, nrt: bool = False, devices: bool = False, nri: bool = False, scrape: bool = False
+    seconds: float,
+    python: str,
+    *,
+    checkout: Path = REPO,
+    nrt: bool = False,
+    devices: bool = False,
+    nri: bool = False,
+    scrape: bool = False,
 ) -> dict[str, Any]:
     """Start the agent, wait until it is ready, sample it for ``seconds``; the figures."""
     with contextlib.ExitStack() as stack:
@@ -136,8 +144,14 @@ def measure(
             node.add_pod(pod, manifest=False)
             emulator.add_pod(pod)
         config = kubeconfig(Path(tmp) / "kubeconfig", emulator.url)
-        argv = [python, "-m", "agent", *node.cli_args("--kubeconfig", str(config), pods_dir=False)[1:]]
-        process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # podpin run with cgroup writes through the kernel emulation (tests/support/emulated_agent.py), run as
+        # a script so that --checkout's tree supplies agent/ and the emulation
+        launcher = str(REPO / "tests" / "support" / "emulated_agent.py")
+        argv = [python, launcher, *node.cli_args("--kubeconfig", str(config), pods_dir=False)[1:]]
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        process = subprocess.Popen(
+            argv, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         spawned = Spawned(process)
         try:
             ready_at = time.monotonic()
@@ -193,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=str(Path(sys.executable)), help="interpreter that runs the agent")
     parser.add_argument("--nrt", action="store_true", help="enable the NodeResourceTopology export")
     parser.add_argument("--devices", action="store_true", help="with --nrt: a node with GPUs and a PodResources socket")
+    parser.add_argument("--checkout", type=Path, default=REPO, help="the tree whose agent runs (default: this one)")
     parser.add_argument("--all", action="store_true", help="every feature: NRT, devices, NRI, /metrics scraped")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_options(parser)
@@ -202,8 +217,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.all:
         args.nrt = args.devices = True
     seconds = 2.0 if args.smoke else args.seconds
-    result = measure(seconds, args.python, nrt=args.nrt, devices=args.devices, nri=args.all, scrape=args.all)
+    result = measure(
+        seconds,
+        args.python,
+        checkout=args.checkout.resolve(),
+        nrt=args.nrt,
+        devices=args.devices,
+        nri=args.all,
+        scrape=args.all,
+    )
+    result["checkout"] = commit_of(args.checkout.resolve())
     variant = "all" if args.all else "-".join(name for name in ("nrt", "devices") if getattr(args, name))
+    if args.checkout.resolve() != REPO:
+        variant = "-".join(v for v in (variant, args.checkout.name) if v)
     emit(args, "agent", result, variant=variant)
     if args.json:
         print(json.dumps(result))

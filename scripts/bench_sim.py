@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.sim.presets import PRESETS
-from scripts.benchkit import add_options, emit
+from scripts.benchkit import add_options, commit_of, emit
 
 GOALS_SECONDS = {50: 5.0, 500: 60.0}
 
@@ -65,14 +65,6 @@ def point(workload: Path, checkout: Path) -> dict[str, Any]:
         "rss_mib_max": round(usage.ru_maxrss / 1024, 1),
         "placed": {model: document[model]["pods_admitted"] for model in ("per-container", "pod-level")},
     }
-
-
-def commit_of(checkout: Path) -> str:
-    """The commit checked out in ``checkout`` (its first 12 digits)."""
-    done = subprocess.run(
-        ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip()[:12] or "unknown"
 
 
 def run(preset: str, scales: list[int], checkout: Path) -> list[dict[str, Any]]:

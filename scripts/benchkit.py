@@ -60,6 +60,14 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def commit_of(checkout: Path) -> str:
+    """The commit checked out in ``checkout`` (12 digits), for side-by-side runs of another tree."""
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip()[:12] or "unknown"
+
+
 def provenance() -> dict[str, Any]:
     """The commit, the machine and the interpreter of this run."""
     return {
