@@ -23,7 +23,7 @@ audit's figures are computed per scrape), as Prometheus would.
 
 ``/state`` is read from its own address (``stateBindAddress``), as the agent
 serves it since the hardening work. ``--smoke`` samples for 2 s (CI,
-``tests/unit/test_benches.py``); a full run writes
+``tests/unit/test_benches.py``); ``--record`` writes
 ``docs/bench/agent[-variant].json`` (``scripts/benchkit.py``).
 
 The interpreter matters for the RSS: the test virtualenv also holds

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the figures in ``docs/benchmarks.md`` from the benches' JSON records in ``docs/bench/``.
 
-Every ``scripts/bench_*.py`` writes its full run to ``docs/bench/<bench>[-<variant>].json``
+Every ``scripts/bench_*.py`` run with ``--record`` writes to ``docs/bench/<bench>[-<variant>].json``
 (``scripts/benchkit.py``). ``docs/benchmarks.md`` holds the prose; where a
 section shows figures it holds a block
 
@@ -85,7 +85,7 @@ def render_block(pattern: str, records: dict[str, dict[str, Any]]) -> str:
     """The generated body for one block: where each record comes from, then its figures."""
     chosen = [records[name] for name in sorted(records) if fnmatch.fnmatchcase(name, pattern)]
     if not chosen:
-        return f"_No record matches `{pattern}` yet: run the bench without `--smoke` (it writes docs/bench/)._\n"
+        return f"_No record matches `{pattern}` yet: run the bench with `--record`._\n"
     parts = ["".join(f"- {_name(r)}: {provenance_line(r)}\n" for r in chosen)]
     single = [r for r in chosen if isinstance(r["result"], dict)]
     if single:

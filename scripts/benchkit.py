@@ -1,11 +1,12 @@
-"""What every ``scripts/bench_*.py`` shares: the ``--smoke``/``--out`` options, provenance, and the JSON record.
+"""What every ``scripts/bench_*.py`` shares: ``--smoke``/``--record``/``--out``, provenance, the JSON record.
 
 A figure without the code and the machine that produced it cannot be compared
 with anything, and a benchmark nobody runs rots. So every bench records its
 result as one JSON document, ``{"bench", "variant", "smoke", "provenance",
 "result"}``, where ``provenance`` names the commit (and whether the tree was
-dirty), the machine (CPU model, cores, kernel) and the interpreter. A full run
-writes it to ``docs/bench/<bench>[-<variant>].json``; ``scripts/bench_report.py``
+dirty), the machine (CPU model, cores, kernel) and the interpreter. A full
+run with ``--record`` writes it to ``docs/bench/<bench>[-<variant>].json`` (only then: a test or a
+quick run leaves the documented figures alone); ``scripts/bench_report.py``
 turns those files into the generated blocks of ``docs/benchmarks.md``.
 
 ``--smoke`` runs the bench on the smallest input that still exercises every
@@ -31,15 +32,14 @@ BENCH_DIR = REPO / "docs" / "bench"
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
-    """``--smoke`` and ``--out``, the same on every bench."""
+    """``--smoke``, ``--record`` and ``--out``, the same on every bench."""
     parser.add_argument(
         "--smoke", action="store_true", help="the smallest run that exercises every path (CI: figures exist)"
     )
     parser.add_argument(
-        "--out",
-        type=Path,
-        help="write the JSON record here (default: docs/bench/<bench>.json for a full run, nowhere for --smoke)",
+        "--record", action="store_true", help="write the JSON record to docs/bench/ (for scripts/bench_report.py)"
     )
+    parser.add_argument("--out", type=Path, help="write the JSON record here")
 
 
 def _git(*args: str) -> str:
@@ -101,7 +101,7 @@ def emit(args: argparse.Namespace, bench: str, result: Any, *, variant: str = ""
     doc = record(bench, result, smoke=bool(args.smoke), variant=variant)
     sys.stderr.write(f"{bench}{'-' + variant if variant else ''}: {provenance_line(doc)}\n")
     out: Path | None = args.out
-    if out is None and not args.smoke:
+    if out is None and args.record and not args.smoke:
         out = BENCH_DIR / f"{bench}{'-' + variant if variant else ''}.json"
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.kubelet_state import parse_kubelet_cpu_policy, read_kubelet_cpu_policy
+from agent.kubelet_state import KubeletPolicyReader, parse_kubelet_cpu_policy, read_kubelet_cpu_policy
 
 
 @pytest.mark.parametrize(
@@ -60,3 +60,25 @@ def test_unreadable_file_is_pinning(tmp_path: Path) -> None:
     (tmp_path / "cpu_manager_state").mkdir()
     result = read_kubelet_cpu_policy(tmp_path / "cpu_manager_state")
     assert (True, True) == (result.pinning, "cannot read" in result.reason)
+
+
+def test_reader_parses_again_only_when_the_file_changed(tmp_path: Path) -> None:
+    """The per-pass reader keeps its answer while the file is the same and reads a replaced file again."""
+    path = tmp_path / "cpu_manager_state"
+    path.write_text(json.dumps({"policyName": "none", "defaultCpuSet": "", "checksum": 1}))
+    reader = KubeletPolicyReader()
+    first, again = reader(path), reader(path)
+    replacement = tmp_path / "next"
+    replacement.write_text(json.dumps({"policyName": "static", "defaultCpuSet": "0-3", "checksum": 2}))
+    replacement.replace(path)  # the kubelet writes a new file and renames it into place
+    changed = reader(path)
+    assert (True, "none", "static") == (first is again, first.policy, changed.policy)
+
+
+def test_reader_reports_a_missing_file_every_time(tmp_path: Path) -> None:
+    """A file that cannot be stat'ed is read each time: its removal and its return are both seen."""
+    path = tmp_path / "cpu_manager_state"
+    reader = KubeletPolicyReader()
+    missing = reader(path)
+    path.write_text(json.dumps({"policyName": "static", "defaultCpuSet": "0-3", "checksum": 2}))
+    assert (False, "static") == (missing.pinning, reader(path).policy)
