@@ -21,7 +21,7 @@ from typing import Any
 from agent.hostfile import open_regular, read_regular_fd
 from agent.safeparse import MAX_DOCUMENT_BYTES
 
-__all__ = ["KubeletCPUPolicy", "read_kubelet_cpu_policy", "parse_kubelet_cpu_policy"]
+__all__ = ["KubeletCPUPolicy", "KubeletPolicyReader", "read_kubelet_cpu_policy", "parse_kubelet_cpu_policy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +106,31 @@ def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
             replaced=True,
         )
     return parse_kubelet_cpu_policy(text, str(path))
+
+
+class KubeletPolicyReader:
+    """:func:`read_kubelet_cpu_policy` for every pass, read and parsed again only when the file changed.
+
+    Every reconcile pass asks whether the kubelet pins CPUs itself; on a quiet node its checkpoint does not
+    change for days. The answer is kept with the file's identity (inode, size, mtime and ctime in ns): the
+    kubelet replaces the file on every checkpoint, so any write changes one of them; the link count is part of
+    it, so a mounted file the kubelet has since replaced (no links left) is read again and said to be replaced. A file that cannot be
+    stat'ed (missing, unreadable) is read every time, so its error is never stale.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[str, int, int, int, int, int] | None = None
+        self._policy: KubeletCPUPolicy | None = None
+
+    def __call__(self, path: Path) -> KubeletCPUPolicy:
+        """The policy in ``path``."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._key = self._policy = None
+            return read_kubelet_cpu_policy(path)
+        key = (str(path), st.st_ino, st.st_nlink, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if key != self._key or self._policy is None:
+            self._policy = read_kubelet_cpu_policy(path)
+            self._key = key
+        return self._policy

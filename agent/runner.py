@@ -58,7 +58,7 @@ from agent.kube.dirsource import DirSource
 from agent.kube.events import EventRecorder
 from agent.kube.node_identity import NodeIdentity
 from agent.kube.source import KubeSource, PodEvent, PodSource
-from agent.kubelet_state import read_kubelet_cpu_policy
+from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
 from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, Report
@@ -220,13 +220,14 @@ class Agent:
             else None
         )
         self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder, self.conditions)
+        kubelet_policy = KubeletPolicyReader()
         self.reconciler = Reconciler(
             planner,
             layout=self.layout,
             fs=self.fs,
             reporter=self.reporter,
             store=self.store,
-            kubelet=lambda: read_kubelet_cpu_policy(self.config.kubelet_cpu_manager_state_path),
+            kubelet=lambda: kubelet_policy(self.config.kubelet_cpu_manager_state_path),
             dry_run=self.config.dry_run,
             rebuild=rebuild,
             bundles=BundleReader(self.config.runtime_root, paths=self.config.runtime_paths),

@@ -349,8 +349,16 @@ class CgroupWatcher:
                     self._adopt(path / name, child)
 
     def _forget(self, path: Path) -> None:
-        """Drop ``path`` and everything known below it; report pods and containers, deepest first."""
-        gone = [p for p in self._known if p == path or path in p.parents]
+        """Drop ``path`` and everything known below it; report pods and containers, deepest first.
+
+        Only directories below a known one are ever adopted, so an unknown ``path`` has nothing known below it
+        (a runtime's scratch directory renamed away costs nothing); below a known one, a prefix test per known
+        path instead of building each one's parents (this ran between an event and the pass that pins).
+        """
+        if path not in self._known:
+            return
+        below = f"{path}{os.sep}"
+        gone = [p for p in self._known if p == path or str(p).startswith(below)]
         for p in sorted(gone, key=lambda p: -len(p.parts)):
             if not isinstance(self._known.pop(p), QOSClass):
                 self._sink(CgroupRemoved(path=p))

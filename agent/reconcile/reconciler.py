@@ -53,7 +53,18 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc import CheckpointError, ContainerPlan, Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
+from agent.alloc import (
+    CheckpointError,
+    ContainerPlan,
+    Decision,
+    NodeState,
+    Observed,
+    Plan,
+    Planner,
+    PlannerError,
+    PodPlan,
+    Pool,
+)
 from agent.audit import AffinityAudit
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import ApplyReport, CgroupFS
@@ -147,6 +158,8 @@ class Reconciler:
         self._applied: dict[tuple[Path, str], str] = {}
         self._controllers: set[Path] = set()
         self._plan: Plan | None = None
+        self._plan_inputs: tuple[NodeState, tuple[PodView, ...], tuple[tuple[str, Decision], ...]] | None = None
+        self._plan_positions: dict[str, tuple[int, PodPlan]] = {}
         self._sweep: Sweep | None = None
         self._usage: dict[UsageKey, float] = {}
         self.snapshot: Snapshot | None = None
@@ -346,7 +359,7 @@ class Reconciler:
         )
         if changed or (self.store is not None and self.store.stale):
             self._checkpoint()
-        plan = self.planner.plan(views, self._decisions)
+        plan = self._plan_for(views)
         self._plan = plan
         full = self._full or changed
         self._full = False
@@ -364,6 +377,7 @@ class Reconciler:
             else:
                 self._apply_targeted(plan)
             self._continue_sweep(pending)
+            self._settle_shared_only(plan)
         self._dirty.clear()
         self._new_cgroups.clear()
         self.snapshot = Snapshot(
@@ -385,6 +399,32 @@ class Reconciler:
         if verdict is not OwnerVerdict.MISMATCH:
             return view
         return dataclasses.replace(view, mirror_of=None, mirror_refused=view.mirror_of, mirror_owner_mismatch=node_uid)
+
+    def _plan_for(self, views: list[PodView]) -> Plan:
+        """The plan of these pods: the previous one when nothing it is made of changed.
+
+        A periodic pass on a quiet node sees the same pod views (the source hands over the same objects),
+        the same planner state and the same decisions; the plan is then the one already made, and planning
+        110 pods again was the largest part of an idle pass after the cgroup reads (``docs/benchmarks.md``,
+        "Agent at rest").
+        """
+        state = self.planner.snapshot()
+        decisions = tuple(self._decisions.items())
+        inputs = self._plan_inputs
+        if (
+            self._plan is not None
+            and inputs is not None
+            and inputs[0] is state
+            and len(inputs[1]) == len(views)
+            and all(a is b for a, b in zip(inputs[1], views, strict=True))
+            and len(inputs[2]) == len(decisions)
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(inputs[2], decisions, strict=True))
+        ):
+            return self._plan
+        plan = self.planner.plan(views, self._decisions)
+        self._plan_inputs = (state, tuple(views), decisions)
+        self._plan_positions = {pod.uid: (i, pod) for i, pod in enumerate(plan.pods)}
+        return plan
 
     def sweep(self, pending: Pending | None = None) -> bool:
         """Continue an unfinished full pass with the latest plan (no new decisions); False when there is none."""
@@ -559,7 +599,7 @@ class Reconciler:
         for name in names:
             parsed = self.layout.parse_container_dir(name)
             if parsed is not None:
-                path = ensure_inside(self.layout.root, pod.path / name)
+                path = ensure_inside(self.layout.root, pod.path / name, resolved_root=self.layout.real_root)
                 containers.append(ScannedContainer(id=parsed[1], runtime=parsed[0], path=path))
         return dataclasses.replace(pod, containers=tuple(containers))
 
@@ -739,19 +779,32 @@ class Reconciler:
                 del self._pending[target.path]
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
             del self._pending[path]
-        for pod in plan.pods:
+        if self.dry_run:
+            return
+        # Only the pods written here (in plan order): looking at every pod on every write of a full pass made
+        # the pass quadratic in the pods.
+        positions = self._plan_positions if plan is self._plan else {p.uid: (i, p) for i, p in enumerate(plan.pods)}
+        written = sorted((positions[uid] for uid, done in done_pods.items() if done and uid in positions))
+        for _, pod in written:
             pinned = [c for c in pod.containers if c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT]
-            if self.dry_run:
-                continue
-            if not pinned:  # nothing of its own to pin: its CPUs are the node shared pool once admitted
-                if pod.admitted and readiness_gated(self.pods.raw(pod.uid)):  # it waits for the condition
-                    self.reporter.shared_only(pod)
-                continue
-            if not done_pods.get(pod.uid):
+            if not pinned:
                 continue
             named = self.identities.named(pod.cgroup_key)
             if all(c.name in named for c in pinned):
                 self.reporter.pinned(pod)
+
+    def _settle_shared_only(self, plan: Plan) -> None:
+        """The condition for admitted pods with nothing of their own to pin (their CPUs are the node shared pool)
+        that wait for it (a readiness gate); once per pass."""
+        if self.dry_run:
+            return
+        for pod in plan.pods:
+            if not pod.admitted or any(
+                c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT for c in pod.containers
+            ):
+                continue
+            if readiness_gated(self.pods.raw(pod.uid)):
+                self.reporter.shared_only(pod)
 
     def _sample_usage(self, pod: PodPlan, scanned: ScannedPod) -> dict[UsageKey, float]:
         """CPU seconds per (pool, namespace, pod) of one pod's containers, from their ``cpu.stat``."""
