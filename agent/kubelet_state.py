@@ -112,9 +112,9 @@ class KubeletPolicyReader:
     """:func:`read_kubelet_cpu_policy` for every pass, read and parsed again only when the file changed.
 
     Every reconcile pass asks whether the kubelet pins CPUs itself; on a quiet node its checkpoint does not
-    change for days. The answer is kept with the file's identity (inode, size, mtime and ctime in ns): the
-    kubelet replaces the file on every checkpoint, so any write changes one of them; the link count is part of
-    it, so a mounted file the kubelet has since replaced (no links left) is read again and said to be replaced. A file that cannot be
+    change for days. The answer is kept with the file's identity (inode, link count, size, mtime and ctime in
+    ns): the kubelet replaces the file on every checkpoint, so any write changes one of them, and a mounted file
+    the kubelet has since replaced (no links left) is read again and said to be replaced. A file that cannot be
     stat'ed (missing, unreadable) is read every time, so its error is never stale.
     """
 
