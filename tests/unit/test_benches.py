@@ -28,6 +28,7 @@ FAST_BENCHES = {
     "bench_pin_latency.py": (["--naming", "bundle"], ("observed_p99_ms", "agent_p99_ms")),
     "bench_agent.py": (["--all"], ("cpu_percent", "rss_mib_max", "metrics_scrapes")),
     "bench_sim.py": ([], ("seconds", "placed")),
+    "bench_bounds.py": ([], ("peak_mib", "slowest_chunk_s", "truncated")),
 }
 
 
