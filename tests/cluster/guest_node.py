@@ -145,6 +145,7 @@ def main(config_path: str) -> int:
     containerd.import_images(vm_dir / "runtime" / "busybox")
     for tarball in config.get("images", []):
         containerd.ctr("images", "import", "--snapshotter", "native", tarball, timeout=900)
+    (shared / "images.txt").write_text(containerd.ctr("images", "list", "--quiet"))
     kubelet_config = shared / "kubelet-config.json"
     kubelet = Background(
         [
