@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import Any
 
@@ -55,6 +55,7 @@ from agent.cpuset import CPUSet, CPUSetError
 from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping
 from agent.podresources import DEFAULT_SOCKET
 from agent.quantity import QuantityError, cpu_millis, memory_bytes
+from agent.runtime.paths import DEFAULT_RUNTIME_PATHS, PRESETS, RuntimePathPreset, RuntimePaths, RuntimePathsError
 from agent.safeparse import MAX_DOCUMENT_BYTES, DocumentError, load_yaml
 from agent.shortrepr import short_repr
 
@@ -86,10 +87,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NRTSettings:
-    """``nrt``: whether the node's NodeResourceTopology is published, and at most how often (seconds)."""
+    """``nrt``: whether the node's NodeResourceTopology is published, at most how often (seconds), and whether
+    podpin takes the object over from another writer (``takeOver``; otherwise it leaves such an object alone)."""
 
     enabled: bool
     min_interval: float
+    take_over: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,6 +125,7 @@ class AgentConfig:
     cgroup_watch: WatchMode
     runtime_root: Path
     pod_resources_socket: Path
+    runtime_paths: RuntimePaths = DEFAULT_RUNTIME_PATHS
     nrt: NRTSettings
     nri: NRIConfig
     assumed: tuple[str, ...] = ()
@@ -327,8 +331,43 @@ def _reserved_memory(key: str, value: Any) -> tuple[ReservedMemory, ...]:
     return tuple(entries)
 
 
+#: ``runtimePaths``' keys (all optional: a preset's value, else containerd's and CRI-O's defaults).
+_RUNTIME_PATH_KEYS = ("preset", "containerdState", "crioRunroot", "crioStorageDriver", "sandboxerDir")
+
+
+def _runtime_paths(key: str, value: Any) -> RuntimePaths:
+    given = _map(key, value)
+    unknown = sorted(set(given) - set(_RUNTIME_PATH_KEYS))
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}: unknown key (known: {', '.join(_RUNTIME_PATH_KEYS)})")
+    preset_name = _string(f"{key}.preset", given.get("preset", RuntimePathPreset.DEFAULT))
+    try:
+        preset = PRESETS[RuntimePathPreset(preset_name)]
+    except ValueError:
+        raise ConfigError(
+            f"{key}.preset: {preset_name!r} is not one of {', '.join(p.value for p in RuntimePathPreset)}"
+        ) from None
+
+    def path(name: str, default: PurePosixPath | None) -> PurePosixPath | None:
+        return PurePosixPath(_string(f"{key}.{name}", given[name])) if given.get(name) else default
+
+    try:
+        return RuntimePaths(
+            containerd_state=path("containerdState", preset.containerd_state) or preset.containerd_state,
+            crio_runroot=path("crioRunroot", preset.crio_runroot) or preset.crio_runroot,
+            crio_storage_driver=_string(f"{key}.crioStorageDriver", given.get("crioStorageDriver"))
+            if given.get("crioStorageDriver")
+            else preset.crio_storage_driver,
+            sandboxer_dir=path("sandboxerDir", preset.sandboxer_dir),
+        )
+    except RuntimePathsError as err:
+        names = {"containerd_state": "containerdState", "crio_runroot": "crioRunroot", "sandboxer_dir": "sandboxerDir"}
+        field, _, message = str(err).partition(": ")
+        raise ConfigError(f"{key}.{names.get(field, 'crioStorageDriver')}: {message}") from None
+
+
 #: ``nrt``'s keys and defaults: the table's default for ``nrt``, and what a map that leaves a key out gets.
-_NRT_DEFAULT = MappingProxyType({"enabled": False, "minInterval": "5s"})
+_NRT_DEFAULT = MappingProxyType({"enabled": False, "minInterval": "5s", "takeOver": False})
 
 
 def _nrt(key: str, value: Any) -> NRTSettings:
@@ -340,7 +379,11 @@ def _nrt(key: str, value: Any) -> NRTSettings:
     interval = _duration(f"{key}.minInterval", merged["minInterval"])
     if interval < timedelta(0):
         raise ConfigError(f"{key}.minInterval: {merged['minInterval']!r} must not be negative")
-    return NRTSettings(enabled=_bool(f"{key}.enabled", merged["enabled"]), min_interval=interval.total_seconds())
+    return NRTSettings(
+        enabled=_bool(f"{key}.enabled", merged["enabled"]),
+        min_interval=interval.total_seconds(),
+        take_over=_bool(f"{key}.takeOver", merged["takeOver"]),
+    )
 
 
 def _nri(_key: str, value: Any) -> NRIConfig:
@@ -514,6 +557,14 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "where the runtimes' state is mounted (run/containerd, run/containers): container names from OCI bundles",
     ),
     _key(
+        "runtimePaths",
+        "runtime_paths",
+        _runtime_paths,
+        {},
+        "{preset: default|k3s|rke2, containerdState, crioRunroot, crioStorageDriver, sandboxerDir}: where the "
+        "runtimes keep bundles, as node paths under runtimeRoot (k3s and rke2: containerd state /run/k3s/containerd)",
+    ),
+    _key(
         "podResourcesSocket",
         "pod_resources_socket",
         _path,
@@ -532,7 +583,8 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "nrt",
         _nrt,
         dict(_NRT_DEFAULT),
-        "{enabled, minInterval}: publish the node's NodeResourceTopology, at most once per minInterval",
+        "{enabled, minInterval, takeOver}: publish the node's NodeResourceTopology, at most once per minInterval; "
+        "takeOver: also when another writer (NFD) manages it",
     ),
     _key("nri", "nri", _nri, {}, "the NRI plugin: enabled, socketPath, podWaitTimeout (agent/nri/config.py)"),
 )

@@ -45,6 +45,7 @@ from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignme
 from agent.alloc.cpumanager.restore import StaleCause
 from agent.alloc.tally import AlignBoundary, AlignScope, AllocationEvent, EventKind
 from agent.cpuset import CPUSet
+from agent.fault_boundary import Stage
 from agent.pods import ContainerKind
 from agent.runtime.vocabulary import IdentityErrorReason, IdentitySource
 from agent.topology.model import Topology
@@ -106,7 +107,7 @@ HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
 #: What happened to a wanted pod condition (``podpin_condition_patches_total{result}``; agent/kube/conditions.py).
 CONDITION_RESULTS = ("patched", "gone", "failed")
 #: Why a pod was kept off a cgroup it claimed (``cgroup_claims_refused``).
-CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
+CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "mirror_owner_uid_mismatch", "cgroup_taken")
 
 #: The ``(scope, boundary)`` pairs podpin counts, as the kubelet's ``container_aligned_compute_resources_count``:
 #: NUMA alignment per container (container scope) or per pod (pod scope) under ``single-numa-node``, and whole
@@ -382,6 +383,8 @@ class AgentMetrics:
         affinity_audits: affinity audits completed.
         nri_requests: NRI requests from the runtime, by ``method`` and ``result`` (``agent/nri/report.py``).
         nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
+        nri_available: 1 while ``nri.enabled`` and the runtime's NRI socket exists (NRI is on in the runtime), else 0;
+            with ``nri_connected`` at 0 the runtime offers NRI and podpin is not its plugin (PodpinNRIDisconnected).
         config_restart_needed: 1 while changed configuration keys wait for a restart (``agent/config_follow.py``).
         condition_patches: patches of the pod condition ``podpin.io/CPUsPinned``, by ``result``.
         cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
@@ -467,6 +470,14 @@ class AgentMetrics:
             "reason",
         )
         self.source_errors = counter("source_errors", "Failures of the pod source.")
+        self.internal_errors = counter(
+            "internal_errors",
+            "Unexpected exceptions caught at the boundary of one pass, pod, bundle, PodResources answer or cgroup "
+            "directory (agent.internal_error in the log); the agent went on with everything else.",
+            "stage",
+        )
+        for stage in Stage:
+            self.internal_errors.labels(stage=stage)
         self.devices_unknown = counter(
             "devices_unknown",
             "Pods admitted without device hints: their devices were not known within deviceWaitTimeout.",
@@ -491,6 +502,10 @@ class AgentMetrics:
         )
         self.nri_connected = gauge(
             "nri_connected", "1 while podpin is registered with the runtime's NRI and synchronized, else 0."
+        )
+        self.nri_available = gauge(
+            "nri_available",
+            "1 while nri.enabled and the runtime's NRI socket exists (NRI is on in the runtime), else 0.",
         )
         self.condition_patches = counter(
             "condition_patches",

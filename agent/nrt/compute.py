@@ -27,13 +27,17 @@ The object, as NFD's topology-updater shapes it (``pkg/resourcemonitor``):
   ``topologyManagerMaxNUMANodes``. The effective policy is ``none`` when
   podpin aligns nothing (``cpuManagerPolicy: none`` and no ``Static`` memory
   policy), because then nothing is ever rejected for alignment.
+* the pod fingerprint (:mod:`agent.nrt.fingerprint`) over every pod podpin has admitted (method ``all``):
+  the attributes ``nodeTopologyPodsFingerprint`` and ``nodeTopologyPodsFingerprintMethod`` and the
+  annotation ``topology.node.k8s.io/fingerprint``, as NFD's topology-updater sets them, so the plugin's
+  reserve cache (``cacheResyncPeriodSeconds`` > 0) can resync a node it marked dirty.
 * ``topologyPolicies``: the deprecated single value
   (``SingleNUMANodePodLevel`` ...) older plugins read, as NFD still writes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -45,6 +49,7 @@ from agent.alloc import (
     TopologyManagerPolicy,
     TopologyManagerScope,
 )
+from agent.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, FingerprintMethod, pod_fingerprint
 from agent.nrt.occupancy import Amounts, Occupancy
 from agent.podresources import AllocatableDevices, DeviceAssignments
 from agent.topology.model import Topology
@@ -165,6 +170,7 @@ def node_resource_topology(
     devices: AllocatableDevices | None = None,
     assignments: DeviceAssignments | None = None,
     owner_uid: str | None = None,
+    pods: Iterable[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The NodeResourceTopology object this node publishes (the module docstring says what goes in).
 
@@ -176,6 +182,7 @@ def node_resource_topology(
         devices: the node's devices (``GetAllocatableResources``), None when unknown.
         assignments: which devices containers hold (``List``), None when unknown.
         owner_uid: the Node's uid; None leaves the ownerReference out (``podpin plan`` has no Node).
+        pods: ``(namespace, name)`` of every pod podpin accounts for; None leaves the fingerprint out.
     """
     device_amounts = _device_amounts(devices, assignments)
     zones: list[dict[str, Any]] = []
@@ -192,17 +199,25 @@ def node_resource_topology(
     metadata: dict[str, Any] = {"name": node_name, "labels": {"app.kubernetes.io/managed-by": "podpin"}}
     if owner_uid is not None:
         metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": owner_uid}]
+    attributes_list = [
+        {"name": str(AttributeName.POLICY), "value": str(attributes.policy)},
+        {"name": str(AttributeName.SCOPE), "value": str(attributes.scope)},
+        {"name": str(AttributeName.MAX_NUMA_NODES), "value": str(attributes.max_numa_nodes)},
+    ]
+    if pods is not None:
+        signature = pod_fingerprint(pods)
+        metadata["annotations"] = {ANNOTATION: signature}
+        attributes_list += [
+            {"name": ATTRIBUTE, "value": signature},
+            {"name": ATTRIBUTE_METHOD, "value": str(FingerprintMethod.ALL)},
+        ]
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": metadata,
         "topologyPolicies": [_LEGACY_POLICIES.get((attributes.policy, attributes.scope), "None")],
         "zones": zones,
-        "attributes": [
-            {"name": str(AttributeName.POLICY), "value": str(attributes.policy)},
-            {"name": str(AttributeName.SCOPE), "value": str(attributes.scope)},
-            {"name": str(AttributeName.MAX_NUMA_NODES), "value": str(attributes.max_numa_nodes)},
-        ],
+        "attributes": attributes_list,
     }
 
 

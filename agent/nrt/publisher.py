@@ -13,8 +13,17 @@ admissions becomes one write of the final state) and:
    client's timeout: published without devices, with a warning); gRPC is
    therefore loaded only on nodes that have devices;
 3. computes the object (:mod:`agent.nrt.compute`) and, if it differs from what
-   was last published, creates it or replaces it (``PUT`` with the
-   ``resourceVersion`` just read; a conflict is retried on the next turn).
+   was last published, reads the stored one and writes it by server-side apply
+   with the field manager ``podpin`` (forced: the fields podpin's older
+   versions wrote under the client's name become podpin's).
+
+**Another writer.** When the stored object's content is managed by someone else
+(:mod:`agent.nrt.ownership`: NFD's topology-updater, say), two writers would make
+it flap: podpin leaves it alone, and says so once per episode — a warning
+``nrt.other_writer``, the gauge ``podpin_nrt_other_writer`` at 1 and a Warning
+Event ``NRTManagedByOther`` on the Node — until the other writer is gone (then it
+writes again) or ``nrt.takeOver`` is set (then it applies with force and takes the
+fields; the other writer, if it still runs, takes them back: turn one of them off).
 
 A failure (API server down, CRD missing, RBAC) is logged and counted, and the
 latest state is tried again after a backoff doubling from 1 s to 60 s; a newer
@@ -36,12 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from kubernetes.client.exceptions import ApiException
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from agent.config import AgentConfig
 from agent.nrt.calls import TopologyCalls
 from agent.nrt.compute import attributes_of, node_resource_topology
 from agent.nrt.occupancy import occupancy_of
+from agent.nrt.ownership import FIELD_MANAGER, other_writers
 from agent.podresources import AllocatableDevices, DeviceAssignments, PodResourcesClient, PodResourcesError
 from agent.topology.model import Topology
 
@@ -63,6 +73,7 @@ class PublishResult(StrEnum):
     CREATED = "created"
     UPDATED = "updated"
     UNCHANGED = "unchanged"
+    OTHER_WRITER = "other_writer"
     ERROR = "error"
 
 
@@ -102,6 +113,12 @@ class NRTPublisher:
             ["result"],
             registry=registry,
         )
+        self.other_writer = Gauge(
+            "podpin_nrt_other_writer",
+            "1 while the node's NodeResourceTopology is managed by another writer and podpin leaves it alone.",
+            registry=registry,
+        )
+        self._said_other: tuple[str, ...] = ()
         self._cond = threading.Condition()
         self._pending: tuple[NodeState, Topology] | None = None
         self._offered: tuple[NodeState, Topology] | None = None
@@ -215,6 +232,7 @@ class NRTPublisher:
             devices=devices,
             assignments=assignments,
             owner_uid=str((node.get("metadata") or {}).get("uid") or "") or None,
+            pods=[(record.namespace, record.name) for record in state.pods.values()],
         )
         if body == self._last_body and not refresh:
             return PublishResult.UNCHANGED
@@ -224,25 +242,65 @@ class NRTPublisher:
             if err.status != 404:
                 raise
             existing = None
-        try:
-            if existing is None:
-                self.calls.create_topology(body)
-                result = PublishResult.CREATED
-            elif _same(existing, body):
-                result = PublishResult.UNCHANGED
-            else:
-                replacement = dict(body)
-                replacement["metadata"] = {
-                    **body["metadata"],
-                    "resourceVersion": existing["metadata"]["resourceVersion"],
-                }
-                self.calls.replace_topology(self.node_name, replacement)
-                result = PublishResult.UPDATED
-        except ApiException:
-            self._node = None  # the Node may have been recreated (a new uid): read it again next time
-            raise
+        others = other_writers(existing) if existing is not None else ()
+        self._tell_other_writers(others)
+        if others and not self.config.nrt.take_over:
+            self._last_body = None  # read again next time: the other writer may be gone
+            return PublishResult.OTHER_WRITER
+        if existing is not None and not others and _same(existing, body):
+            result = PublishResult.UNCHANGED
+        else:
+            try:
+                self.calls.apply_topology(self.node_name, body, field_manager=FIELD_MANAGER, force=True)
+            except ApiException:
+                self._node = None  # the Node may have been recreated (a new uid): read it again next time
+                raise
+            result = PublishResult.CREATED if existing is None else PublishResult.UPDATED
         self._last_body = body
         return result
+
+    def _tell_other_writers(self, others: tuple[str, ...]) -> None:
+        """Say once per episode that another writer manages the object (log, gauge, Event on the Node)."""
+        self.other_writer.set(1 if others and not self.config.nrt.take_over else 0)
+        if others == self._said_other:
+            return
+        self._said_other = others
+        if not others:
+            self.log.info("nrt.other_writer_gone", action="podpin publishes the object again")
+            return
+        take_over = self.config.nrt.take_over
+        action = (
+            "nrt.takeOver is set: podpin applies with force and takes its fields (turn the other writer off)"
+            if take_over
+            else "left alone; set nrt.takeOver to publish podpin's view instead, or turn the other writer off"
+        )
+        self.log.warning("nrt.other_writer", managers=list(others), action=action)
+        message = f"NodeResourceTopology {self.node_name} is managed by {', '.join(others)}: {action}"
+        self._node_event("NRTManagedByOther", message)
+
+    def _node_event(self, reason: str, message: str) -> None:
+        """A Warning Event on the Node (namespace ``default``, as the kubelet posts node Events); never raises."""
+        node = self._node or {}
+        uid = str((node.get("metadata") or {}).get("uid") or "")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        involved = {"kind": "Node", "apiVersion": "v1", "name": self.node_name, **({"uid": uid} if uid else {})}
+        body = {
+            "metadata": {"name": f"{self.node_name}.{time.time_ns():x}", "namespace": "default"},
+            "involvedObject": involved,
+            "type": "Warning",
+            "reason": reason,
+            "message": message,
+            "source": {"component": "podpin", "host": self.node_name},
+            "reportingComponent": "podpin",
+            "reportingInstance": self.node_name,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.calls.create_namespaced_event("default", body)
+        except Exception as err:
+            self.log.warning("nrt.event_failed", reason=reason, error=_describe(err))
 
 
 def _same(existing: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
@@ -251,7 +309,11 @@ def _same(existing: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
         if existing.get(key) != body.get(key):
             return False
     old, new = existing.get("metadata") or {}, body["metadata"]
-    return bool(old.get("ownerReferences") == new.get("ownerReferences") and old.get("labels") == new.get("labels"))
+    return bool(
+        old.get("ownerReferences") == new.get("ownerReferences")
+        and old.get("labels") == new.get("labels")
+        and all((old.get("annotations") or {}).get(k) == v for k, v in (new.get("annotations") or {}).items())
+    )
 
 
 def _describe(err: Exception) -> str:

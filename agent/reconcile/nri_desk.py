@@ -17,8 +17,10 @@ on the loop, so it may plan, name containers in the identity book and write cgro
   with the node's shared pool (what an unknown pod's containers run on, ``docs/design.md``) and a warning
   ``nri.pod_not_known`` says so. When the pod arrives, its pass writes the container's cgroup, which the
   identity book already names: the correction is an ordinary targeted write.
-* **UpdateContainer**: when the kubelet's update carries a cpuset, podpin's planned cpuset (and mems) is
-  returned as an update for that container, so the kubelet's value never lands.
+* **UpdateContainer**: always answered with an update for that container carrying its planned cpuset, mems
+  and CFS quota/period (the pod's interim set for a container the plan does not hold yet), whatever the
+  request carries: containerd re-sends the creation-time cpuset on every UpdateContainerResources (an
+  in-place resize), so neither that nor the kubelet's value ever lands.
 * **RemoveContainer / RemovePodSandbox**: the identity is forgotten; a request still parked for a removed
   pod is answered at once.
 
@@ -51,7 +53,6 @@ from agent.nri.model import (
     Container,
     ContainerAdjustment,
     ContainerUpdate,
-    CPUResources,
     CreateResult,
     PodSandbox,
     quota_from_cpu_max,
@@ -270,19 +271,29 @@ class NRIDesk:
         return ()
 
     def _update(self, request: NRIRequest) -> tuple[ContainerUpdate, ...]:
-        """The kubelet's update carries a cpuset: podpin's planned one goes back (and its mems)."""
-        pod, container, requested = request.pod, request.container, request.requested
-        if pod is None or container is None or not _carries_cpuset(requested):
+        """Every update is answered from the plan: cpuset, mems and CFS quota/period go back as planned.
+
+        containerd sends the container's full resources on UpdateContainerResources, including the cpuset it
+        was created with, and ``runc update`` writes all of them back: answering only when the kubelet's
+        request carries a cpuset (never with ``cpuManagerPolicy: none``) let an in-place resize re-apply a
+        stale cpuset after the pools changed, until the next pass.
+        """
+        pod, container = request.pod, request.container
+        if pod is None or container is None:
             return ()
         plan = self._reconciler.pod_plan(pod.uid)
-        planned = next((c for c in plan.containers if c.name == container.name), None) if plan else None
-        if planned is None or planned.desired.cpuset_cpus is None or self._reconciler.blocked is not None:
+        if plan is None:
+            return ()
+        planned = self._adjustment(plan, container.name)
+        if planned.is_empty():
             return ()
         return (
             ContainerUpdate(
                 container_id=container.id,
-                cpuset_cpus=planned.desired.cpuset_cpus,
-                cpuset_mems=planned.desired.cpuset_mems or None,
+                cpuset_cpus=planned.cpuset_cpus,
+                cpuset_mems=planned.cpuset_mems,
+                cpu_quota=planned.cpu_quota,
+                cpu_period=planned.cpu_period,
             ),
         )
 
@@ -314,10 +325,6 @@ def _check_container(pod: PodSandbox, container: Container) -> None:
         raise NRIInputError(f"{where}: no name")
     if container.pod_sandbox_id != pod.id:
         raise NRIInputError(f"{where}: pod_sandbox_id {container.pod_sandbox_id!r} is not the pod's {pod.id!r}")
-
-
-def _carries_cpuset(requested: CPUResources | None) -> bool:
-    return requested is not None and requested.cpus is not None and not requested.cpus.is_empty()
 
 
 def _sandbox_identity(pod: PodSandbox) -> Identity:

@@ -1,7 +1,8 @@
 """The container runtime's own view of its containers: who a container cgroup belongs to, without the API server.
 
 ``annotations`` (pure) reads the pod uid, container name and type (sandbox or container) from an OCI spec's
-annotations, for containerd's CRI plugin and CRI-O; ``bundle`` finds and reads that spec (the bundle's
+annotations, for containerd's CRI plugin and CRI-O; ``paths`` says where the runtimes keep their state
+(``runtimePaths``, with k3s and RKE2 presets); ``bundle`` finds and reads that spec (the bundle's
 ``config.json``) under ``--runtime-root``, bounded and validated; ``vocabulary`` holds the words of container
 identity (container types, identity sources, error reasons). The reconciler feeds what it learns into its
 identity book (``agent/reconcile/identity.py``), next to the pod status and NRI (``docs/design.md``,
@@ -16,7 +17,6 @@ from agent.runtime.annotations import (
     identity_from_spec,
 )
 from agent.runtime.bundle import (
-    BUNDLE_DIRS,
     DEFAULT_RUNTIME_ROOT,
     MAX_BUNDLE_BYTES,
     BundleLookup,
@@ -25,14 +25,16 @@ from agent.runtime.bundle import (
     Invalid,
     NotYet,
     Unavailable,
+    bundle_locations,
 )
+from agent.runtime.paths import PRESETS, RuntimePathPreset, RuntimePaths, RuntimePathsError
 from agent.runtime.vocabulary import ContainerType, IdentityErrorReason, IdentitySource
 
 __all__ = [
     "ANNOTATION_KEYS",
-    "BUNDLE_DIRS",
     "DEFAULT_RUNTIME_ROOT",
     "MAX_BUNDLE_BYTES",
+    "PRESETS",
     "AnnotationError",
     "AnnotationKeys",
     "BundleIdentity",
@@ -44,6 +46,10 @@ __all__ = [
     "IdentitySource",
     "Invalid",
     "NotYet",
+    "RuntimePathPreset",
+    "RuntimePaths",
+    "RuntimePathsError",
     "Unavailable",
+    "bundle_locations",
     "identity_from_spec",
 ]

@@ -1,12 +1,15 @@
 """Reading a container's OCI bundle ``config.json`` from the runtime's state directory (the I/O edge).
 
-Where each runtime keeps the bundle of a Kubernetes container (relative to ``--runtime-root``, default ``/``,
-so a DaemonSet can mount the host's runtime state read-only anywhere, like ``--sysfs-root``):
+Where each runtime keeps the bundle of a Kubernetes container (under ``--runtime-root``, default ``/``, so a
+DaemonSet can mount the host's runtime state read-only anywhere, like ``--sysfs-root``; the directories are the
+``runtimePaths`` setting, :mod:`agent.runtime.paths`, shown here with their defaults):
 
-* containerd (CRI plugin, namespace ``k8s.io``): ``run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/``
+* containerd (CRI plugin, namespace ``k8s.io``): ``/run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/``
   (containerd's ``runtime/v2`` bundle directory; ``config.json`` is written before the shim runs
-  ``runc create``, which makes the cgroup: checked on containerd 1.7.24 in ``tests/vm``);
-* CRI-O: ``run/containers/storage/overlay-containers/<id>/userdata/`` (written in CreateContainer, before
+  ``runc create``, which makes the cgroup: checked on containerd 1.7 and 2.x in ``tests/vm``), then, for a pod
+  sandbox under containerd 2.x's ``shim`` sandboxer, ``/run/containerd/io.containerd.sandbox.controller.v1.shim/
+  k8s.io/<id>/``;
+* CRI-O: ``/run/containers/storage/overlay-containers/<id>/userdata/`` (written in CreateContainer, before
   ``runc create``).
 
 A lookup answers one of four ways, and the caller decides what to do:
@@ -31,16 +34,17 @@ import errno
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.cgroups import Runtime
+from agent.hostfile import open_regular, read_regular_fd
 from agent.runtime.annotations import AnnotationError, BundleIdentity, identity_from_spec
+from agent.runtime.paths import RuntimePaths
 from agent.runtime.vocabulary import IdentityErrorReason
+from agent.safeparse import MAX_DEPTH, DocumentError, check_depth
 
 __all__ = [
-    "BUNDLE_DIRS",
     "DEFAULT_RUNTIME_ROOT",
     "MAX_BUNDLE_BYTES",
     "BundleLookup",
@@ -49,6 +53,7 @@ __all__ = [
     "Invalid",
     "NotYet",
     "Unavailable",
+    "bundle_locations",
 ]
 
 DEFAULT_RUNTIME_ROOT = Path("/")
@@ -56,11 +61,17 @@ DEFAULT_RUNTIME_ROOT = Path("/")
 MAX_BUNDLE_BYTES = 1 << 20
 """The largest ``config.json`` read (a Kubernetes container's is 3-30 KB; huge env lists stay far below)."""
 
-BUNDLE_DIRS: dict[Runtime, tuple[str, str]] = {
-    Runtime.CONTAINERD: ("run/containerd/io.containerd.runtime.v2.task/k8s.io", "config.json"),
-    Runtime.CRIO: ("run/containers/storage/overlay-containers", "userdata/config.json"),
-}
-"""Per runtime: the directory holding one entry per container id, and the spec's path inside that entry."""
+
+def bundle_locations(paths: RuntimePaths, runtime: Runtime) -> tuple[tuple[str, str], ...]:
+    """Where ``runtime`` keeps bundles, in the order looked at: (directory relative to the runtime root holding one
+    entry per container id, the spec's path inside that entry); empty for a runtime without CRI bundles."""
+    if runtime is Runtime.CONTAINERD:
+        dirs = (paths.containerd_tasks, paths.containerd_sandboxes)
+        return tuple((str(d).lstrip("/"), "config.json") for d in dirs)
+    if runtime is Runtime.CRIO:
+        return ((str(paths.crio_containers).lstrip("/"), "userdata/config.json"),)
+    return ()
+
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -108,17 +119,21 @@ class BundleReader:
 
     Args:
         root: ``--runtime-root`` (``/`` on a node; a fixture tree in tests).
+        paths: where each runtime keeps its state (``runtimePaths``).
         max_bytes: the largest ``config.json`` accepted.
     """
 
-    def __init__(self, root: Path = DEFAULT_RUNTIME_ROOT, *, max_bytes: int = MAX_BUNDLE_BYTES) -> None:
+    def __init__(
+        self, root: Path = DEFAULT_RUNTIME_ROOT, *, paths: RuntimePaths | None = None, max_bytes: int = MAX_BUNDLE_BYTES
+    ) -> None:
         self.root = root
+        self.paths = paths if paths is not None else RuntimePaths()
         self.max_bytes = max_bytes
 
     def directory(self, runtime: Runtime) -> Path | None:
         """The directory holding ``runtime``'s bundles under the root (None: the runtime keeps none podpin reads)."""
-        entry = BUNDLE_DIRS.get(runtime)
-        return None if entry is None else self.root / entry[0]
+        locations = bundle_locations(self.paths, runtime)
+        return self.root / locations[0][0] if locations else None
 
     def read(self, container_id: str, runtime: Runtime | None) -> BundleLookup:
         """Who container ``container_id`` is, from its bundle.
@@ -135,22 +150,43 @@ class BundleReader:
                 message=f"container id {container_id!r} is not 64 lower-case hex digits",
             )
         chosen = Runtime.CONTAINERD if runtime is None else runtime
-        entry = BUNDLE_DIRS.get(chosen)
-        if entry is None:
+        locations = bundle_locations(self.paths, chosen)
+        if not locations:
             return Unavailable(runtime=chosen, directory=None, reason=f"{chosen.value} keeps no CRI bundle annotations")
-        directory = self.root / entry[0]
-        path = directory / container_id / entry[1]
-        raw = self._read(path)
-        if isinstance(raw, (NotYet, Invalid)):
-            if isinstance(raw, NotYet) and not directory.is_dir():
+        first: NotYet | None = None
+        found: tuple[Path, bytes] | None = None
+        for relative, spec_path in locations:
+            directory = self.root / relative
+            path = directory / container_id / spec_path
+            raw = self._read(path)
+            if isinstance(raw, Invalid):
+                return raw
+            if isinstance(raw, bytes):
+                found = (path, raw)
+                break
+            if first is None and directory.is_dir():
+                first = raw
+        if found is None:
+            if first is None:
+                directory = self.root / locations[0][0]
                 return Unavailable(runtime=chosen, directory=directory, reason=f"{directory} does not exist")
-            return raw
+            return first
+        path, raw = found
         if not raw.strip():
             return NotYet(path=path, reason="config.json is empty")
+        too_deep = Invalid(
+            path=path, reason=IdentityErrorReason.MALFORMED, message=f"{path}: nested deeper than {MAX_DEPTH} levels"
+        )
         try:
             spec = json.loads(raw)
+        except RecursionError:  # the decoder recurses once per bracket: a runtime's bundle is a few levels deep
+            return too_deep
         except ValueError as err:  # JSONDecodeError and UnicodeDecodeError: written in place, maybe half done
             return NotYet(path=path, reason=f"config.json is not complete JSON yet ({err})")
+        try:
+            check_depth(spec, MAX_DEPTH)
+        except DocumentError:
+            return too_deep
         try:
             identity = identity_from_spec(chosen, container_id, spec)
         except AnnotationError as err:
@@ -158,9 +194,8 @@ class BundleReader:
         return Found(identity=identity, path=path)
 
     def _read(self, path: Path) -> bytes | NotYet | Invalid:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags)
+            fd = open_regular(path)  # O_NOFOLLOW | O_NONBLOCK, regular files only (agent/hostfile.py)
         except FileNotFoundError:
             return NotYet(path=path, reason="no config.json yet")
         except OSError as err:
@@ -168,37 +203,29 @@ class BundleReader:
                 return Invalid(
                     path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: a symlink or not a file"
                 )
+            if err.errno == errno.EINVAL:
+                return Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: not a regular file")
             return Invalid(
                 path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot open: {err.strerror or err}"
             )
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: not a regular file")
-            if info.st_size > self.max_bytes:
+            size = os.fstat(fd).st_size
+            if size > self.max_bytes:
                 return Invalid(
                     path=path,
                     reason=IdentityErrorReason.OVERSIZE,
-                    message=f"{path}: {info.st_size} bytes, more than the {self.max_bytes} podpin reads",
+                    message=f"{path}: {size} bytes, more than the {self.max_bytes} podpin reads",
                 )
-            chunks: list[bytes] = []
-            size = 0
-            while size <= self.max_bytes:
-                chunk = os.read(fd, self.max_bytes + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            return read_regular_fd(fd, self.max_bytes)
         except OSError as err:
+            if err.errno == errno.EFBIG:  # it grew while it was read
+                return Invalid(
+                    path=path,
+                    reason=IdentityErrorReason.OVERSIZE,
+                    message=f"{path}: more than the {self.max_bytes} bytes podpin reads",
+                )
             return Invalid(
                 path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot read: {err.strerror or err}"
             )
         finally:
             os.close(fd)
-        if size > self.max_bytes:
-            return Invalid(
-                path=path,
-                reason=IdentityErrorReason.OVERSIZE,
-                message=f"{path}: more than the {self.max_bytes} bytes podpin reads",
-            )
-        return b"".join(chunks)

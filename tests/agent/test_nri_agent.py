@@ -61,7 +61,8 @@ def nri_node(tmp_path: Path, socket_path: Path, wait: str = "300ms") -> AgentNod
 
 def test_create_after_the_pod_is_known_answers_the_planned_values(tmp_path: Path, socket_path: Path) -> None:
     """A pod the watch delivered: the answer holds the container's exclusive CPUs and no CPU limit, the pod cgroup
-    already holds them (all CPUs: the container narrows), and the cgroup that appears counts as pinned through NRI."""
+    already holds them (all CPUs: the container narrows), and the cgroup that appears counts as pinned through NRI
+    (connected, and the runtime's socket there: ``podpin_nri_available``)."""
     node = nri_node(tmp_path, socket_path)
     web = waiting_pod("web")
     node.add_pod(web)
@@ -76,9 +77,10 @@ def test_create_after_the_pod_is_known_answers_the_planned_values(tmp_path: Path
         outcome = (
             sample(agent, "podpin_nri_requests_total", method="CreateContainer", result="ok"),
             sample(agent, "podpin_nri_connected"),
+            sample(agent, "podpin_nri_available"),
         )
         final = node.read(path)
-    assert (("1,17", "", -1, 100000), "0-31", "1,17", (1.0, 1.0)) == (_cpu(answer), pod_cpus, final, outcome)
+    assert (("1,17", "", -1, 100000), "0-31", "1,17", (1.0, 1.0, 1.0)) == (_cpu(answer), pod_cpus, final, outcome)
 
 
 def test_create_before_the_pod_is_known_gets_the_interim_set_then_the_plan(tmp_path: Path, socket_path: Path) -> None:
@@ -185,6 +187,64 @@ def test_update_container_reasserts_the_planned_cpuset(tmp_path: Path, socket_pa
     assert [(runtime_id(web, "app"), "1,17")] == [(u.container_id, u.linux.resources.cpu.cpus) for u in answer.update]
 
 
+def _update_cpu(answer: pb.UpdateContainerResponse | None) -> list[tuple[str, str, str, int | None, int | None]]:
+    """The updates of an UpdateContainer answer: (container id, cpus, mems, quota, period) each."""
+    assert answer is not None
+    return [
+        (
+            u.container_id,
+            u.linux.resources.cpu.cpus,
+            u.linux.resources.cpu.mems,
+            u.linux.resources.cpu.quota.value if u.linux.resources.cpu.HasField("quota") else None,
+            u.linux.resources.cpu.period.value if u.linux.resources.cpu.HasField("period") else None,
+        )
+        for u in answer.update
+    ]
+
+
+def test_update_without_a_cpuset_is_answered_from_the_plan(tmp_path: Path, socket_path: Path) -> None:
+    """An update carrying only a CPU quota (``cpuManagerPolicy: none``, an in-place resize) is still answered with
+    the container's planned cpuset and CFS values, so ``runc update`` writes nothing stale."""
+    node = nri_node(tmp_path, socket_path)
+    web = waiting_pod("web")
+    node.add_pod(web)
+    with NRIRuntime(socket_path) as runtime, running(node.agent()) as agent:
+        wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
+        conn = runtime.wait_ready()
+        sandbox = _sandbox(web)
+        app = make_container(runtime_id(web, "app"), sandbox, "app")
+        conn.create_container(sandbox, app)
+        kubelet = pb.LinuxResources()
+        kubelet.cpu.quota.value = 200000
+        answer = conn.update_container(sandbox, app, kubelet)
+    assert [(runtime_id(web, "app"), "1,17", "", -1, 100000)] == _update_cpu(answer)
+
+
+def test_update_after_the_pool_changed_carries_the_new_shared_pool(tmp_path: Path, socket_path: Path) -> None:
+    """A Guaranteed pod's fractional container created on the whole shared pool, then an exclusive pod admitted:
+    containerd's update re-sends the creation-time cpuset, and podpin's answer replaces it with the narrowed pool."""
+    node = nri_node(tmp_path, socket_path)
+    other = make_pod(
+        "other",
+        containers=[container("x", cpu="2", memory="1Gi"), container("s", cpu="500m", memory="1Gi")],
+        states={"x": "running", "s": "running"},
+    )
+    node.add_pod(other)
+    web = waiting_pod("web", ts=2)
+    with NRIRuntime(socket_path) as runtime, running(node.agent()) as agent:
+        conn = runtime.wait_ready()
+        wait_until(lambda: agent.reconciler.planner.is_admitted(other["metadata"]["uid"]), what="other admitted")
+        sandbox = _sandbox(other)
+        shared = make_container(runtime_id(other, "s"), sandbox, "s")
+        created = conn.create_container(sandbox, shared)
+        node.add_pod(web)
+        wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
+        stale = pb.LinuxResources()
+        stale.cpu.cpus = _cpu(created)[0]
+        answer = conn.update_container(sandbox, shared, stale)
+    assert ("0,2-16,18-31", ["0,3-16,19-31"]) == (_cpu(created)[0], [u[1] for u in _update_cpu(answer)])
+
+
 def test_malformed_request_is_reported_and_answered_empty(tmp_path: Path, socket_path: Path) -> None:
     """A CreateContainer whose pod uid names no cgroup: no adjustment, a warning naming the field, an error count."""
     node = nri_node(tmp_path, socket_path)
@@ -206,11 +266,14 @@ def test_malformed_request_is_reported_and_answered_empty(tmp_path: Path, socket
 
 
 def test_socket_appearing_later_is_found(tmp_path: Path, socket_path: Path) -> None:
-    """No socket at start: podpin says so once and pins as without NRI; when the runtime starts, it connects."""
+    """No socket at start: podpin says so once and pins as without NRI (NRI not available, so no alert); when the
+    runtime starts, it connects."""
     node = nri_node(tmp_path, socket_path)
     with capture_logs() as logs, running(node.agent()) as agent:
         wait_until(lambda: lines(logs, "nri.socket_absent"), what="the absent socket said")
+        before = sample(agent, "podpin_nri_available")
         with NRIRuntime(socket_path) as runtime:
             runtime.wait_ready(timeout=5.0)
             wait_until(lambda: sample(agent, "podpin_nri_connected") == 1.0, what="connected")
-    assert 1 == len(lines(logs, "nri.socket_absent"))
+            after = sample(agent, "podpin_nri_available")
+    assert (1, 0.0, 1.0) == (len(lines(logs, "nri.socket_absent")), before, after)

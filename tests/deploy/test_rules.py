@@ -36,6 +36,7 @@ ALERTS = [
     "PodpinCgroupWritesFailing",
     "PodpinDriftNotRepairing",
     "PodpinCheckpointFailing",
+    "PodpinNRIDisconnected",
     "PodpinAffinityViolation",
     "PodpinExclusiveCPUInterrupts",
     "PodpinExclusiveCPUSteal",

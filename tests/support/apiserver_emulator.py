@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -482,7 +482,15 @@ class ApiServerEmulator:
             self._rv += 1
             return self._rv
 
-    def serve_object(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, Obj] | None:
+    def serve_object(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        content_type: str,
+        query: Mapping[str, str] | None = None,
+        manager: str = "unknown",
+    ) -> tuple[int, Obj] | None:
         parts = path.strip("/").split("/")
         try:
             if parts[:3] == ["api", "v1", "nodes"] and len(parts) == 4 and method == "GET":
@@ -491,7 +499,9 @@ class ApiServerEmulator:
                 return self.objects.serve_daemonset(method, parts[4], parts[6])
             if parts[0] == "apis" and len(parts) in (4, 5):
                 name = parts[4] if len(parts) == 5 else None
-                return self.objects.serve_custom(method, parts[1], parts[2], parts[3], name, body, content_type)
+                return self.objects.serve_custom(
+                    method, parts[1], parts[2], parts[3], name, body, content_type, query, manager
+                )
         except ObjectError as err:
             raise HTTPError(err.status, err.message) from None
         return None

@@ -185,8 +185,19 @@ class Backend(Protocol):
     def serve_list_events(self, namespace: str) -> Obj:
         """An EventList of a namespace."""
 
-    def serve_object(self, method: str, path: str, body: Any, content_type: str) -> tuple[int, Obj] | None:
-        """A Node or cluster-scoped custom object request: (status, body), or None when the path is neither."""
+    def serve_object(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        content_type: str,
+        query: Mapping[str, str] | None = None,
+        manager: str = "unknown",
+    ) -> tuple[int, Obj] | None:
+        """A Node or cluster-scoped custom object request: (status, body), or None when the path is neither.
+
+        ``manager``: the request's ``fieldManager``, else its User-Agent's product name (as the real server).
+        """
 
 
 class ApiHTTPServer(ThreadingHTTPServer):
@@ -296,7 +307,14 @@ class _Handler(BaseHTTPRequestHandler):
             elif events and method == "GET" and events.group("name") is None:
                 body, status = backend.serve_list_events(events.group("ns")), 200
             elif (_NODE.match(url.path) or _CUSTOM.match(url.path) or _NAMESPACED.match(url.path)) and (
-                answer := backend.serve_object(method, url.path, _json(raw), self.headers.get("Content-Type") or "")
+                answer := backend.serve_object(
+                    method,
+                    url.path,
+                    _json(raw),
+                    self.headers.get("Content-Type") or "",
+                    query,
+                    query.get("fieldManager") or (self.headers.get("User-Agent") or "unknown").split("/")[0],
+                )
             ):
                 status, body = answer
             else:

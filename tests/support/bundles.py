@@ -18,6 +18,11 @@ __all__ = ["bundle_path", "containerd_annotations", "crio_annotations", "write_b
 _DIRS = {
     "containerd": ("run/containerd/io.containerd.runtime.v2.task/k8s.io", "config.json"),
     "cri-o": ("run/containers/storage/overlay-containers", "userdata/config.json"),
+    # Other installations (``runtimePaths``): k3s/RKE2's containerd, containerd 2.x's shim sandboxer, a CRI-O with
+    # its own runroot and the vfs driver.
+    "k3s": ("run/k3s/containerd/io.containerd.runtime.v2.task/k8s.io", "config.json"),
+    "shim-sandboxer": ("run/containerd/io.containerd.sandbox.controller.v1.shim/k8s.io", "config.json"),
+    "cri-o-vfs": ("var/lib/crio-run/vfs-containers", "userdata/config.json"),
 }
 
 

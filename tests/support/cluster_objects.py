@@ -10,7 +10,9 @@ it. What is emulated, as the real API server does it:
   ``/apis`` path is 404, as for a cluster without the CRD): ``POST`` (409 when
   the name exists), ``GET``, ``PUT`` (409 when the body's
   ``metadata.resourceVersion`` is not the stored one), ``PATCH`` with a JSON
-  merge patch (415 for any other patch type); ``uid``, ``resourceVersion``
+  merge patch or a server-side apply (``application/apply-patch+yaml``, which
+  creates the object when missing; 415 for any other patch type), each write
+  recording ``metadata.managedFields`` (``field_managers.py``); ``uid``, ``resourceVersion``
   (from the emulator's shared counter), ``generation`` and
   ``creationTimestamp`` are set by the server;
 * every written object is validated against the CRD's ``openAPIV3Schema``
@@ -30,6 +32,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import jsonschema
+
+from tests.support.field_managers import ApplyConflictError, apply, record_update
 
 __all__ = ["ClusterObjects", "ObjectError"]
 
@@ -168,9 +172,22 @@ class ClusterObjects:
             return copy.deepcopy(node)
 
     def serve_custom(
-        self, method: str, group: str, version: str, plural: str, name: str | None, body: Any, content_type: str
+        self,
+        method: str,
+        group: str,
+        version: str,
+        plural: str,
+        name: str | None,
+        body: Any,
+        content_type: str,
+        query: Mapping[str, str] | None = None,
+        manager: str = "unknown",
     ) -> tuple[int, Obj]:
-        """One request on ``/apis/{group}/{version}/{plural}[/{name}]``: (status, body)."""
+        """One request on ``/apis/{group}/{version}/{plural}[/{name}]``: (status, body).
+
+        ``manager`` is the writer (``fieldManager`` or the User-Agent's product); ``query`` holds ``force``.
+        """
+        patch_type = content_type.split(";", maxsplit=1)[0].strip()
         with self._cond:
             known = self._crds.get((group, plural))
             if known is None or known[0] != version:
@@ -179,11 +196,15 @@ class ClusterObjects:
                 )
             _, kind, schema = known
             if method == "POST" and name is None:
-                return 201, self._create(group, plural, kind, schema, body)
+                return 201, self._create(group, plural, kind, schema, body, manager)
             if name is None:
                 raise ObjectError(405, f"{method} of the {plural} collection is not supported")
             key = (group, plural, name)
             stored = self._objects.get(key)
+            if method == "PATCH" and patch_type == "application/apply-patch+yaml":
+                if not (query or {}).get("fieldManager"):
+                    raise ObjectError(400, "PATCH, fieldManager is required for apply requests")
+                return self._apply(key, kind, schema, stored, body, manager, (query or {}).get("force") == "true")
             if stored is None:
                 raise ObjectError(404, f'{plural}.{group} "{name}" not found')
             if method == "GET":
@@ -198,16 +219,39 @@ class ClusterObjects:
                         f'Operation cannot be fulfilled on {plural}.{group} "{name}": the object has been modified; '
                         "please apply your changes to the latest version and try again",
                     )
-                return 200, self._store(key, kind, schema, body, stored)
+                return 200, self._store(key, kind, schema, record_update(stored, copy.deepcopy(body), manager), stored)
             if method == "PATCH":
-                if content_type.split(";", maxsplit=1)[0].strip() != "application/merge-patch+json":
+                if patch_type != "application/merge-patch+json":
                     raise ObjectError(415, f"the emulator supports only JSON merge patches, not {content_type!r}")
-                return 200, self._store(key, kind, schema, _merge(stored, body), stored)
+                return 200, self._store(key, kind, schema, record_update(stored, _merge(stored, body), manager), stored)
             raise ObjectError(405, f"{method} is not supported on {plural}.{group}")
 
-    def _create(self, group: str, plural: str, kind: str, schema: Mapping[str, Any], body: Any) -> Obj:
+    def _apply(
+        self,
+        key: tuple[str, str, str],
+        kind: str,
+        schema: Mapping[str, Any],
+        stored: Obj | None,
+        body: Any,
+        manager: str,
+        force: bool,
+    ) -> tuple[int, Obj]:
         if not isinstance(body, dict):
             raise ObjectError(400, "the request body is not an object")
+        if (body.get("metadata") or {}).get("name") != key[2]:
+            raise ObjectError(400, f"the name of the applied object does not match the request's {key[2]!r}")
+        try:
+            new = apply(stored, body, manager, force=force)
+        except ApplyConflictError as err:
+            raise ObjectError(409, str(err)) from None
+        return (201 if stored is None else 200), self._store(key, kind, schema, new, stored)
+
+    def _create(
+        self, group: str, plural: str, kind: str, schema: Mapping[str, Any], body: Any, manager: str = "unknown"
+    ) -> Obj:
+        if not isinstance(body, dict):
+            raise ObjectError(400, "the request body is not an object")
+        body = record_update(None, copy.deepcopy(body), manager)
         name = (body.get("metadata") or {}).get("name")
         if not name:
             raise ObjectError(422, f"{kind}.metadata.name: Required value")

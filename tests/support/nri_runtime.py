@@ -14,9 +14,10 @@ relays), with Go's framing (``tests.support.go_mux``):
 3. relay events the plugin subscribed to, one at a time, each with the
    request timeout; a missed deadline closes the plugin, as containerd's
    ``isFatalError`` does. ``mode=NRIGeneration.V0_8`` sends RunPodSandbox, StopPodSandbox,
-   RemovePodSandbox and RemoveContainer as StateChange events (containerd
-   1.7); ``mode=NRIGeneration.HEAD`` calls the dedicated methods and falls back to
-   StateChange on Unimplemented, as NRI after v0.8.0 does.
+   RemovePodSandbox and RemoveContainer as StateChange events (NRI before
+   v0.12: containerd 1.7 to 2.2); ``mode=NRIGeneration.HEAD`` calls the dedicated
+   methods and falls back to StateChange on Unimplemented, as NRI v0.12 and later
+   (containerd 2.3+) does.
 
 Failure modes for tests: ``refuse_registration`` (RegisterPlugin answers
 with that error, and - like containerd - the connection is then left
@@ -55,14 +56,15 @@ R = TypeVar("R", bound=Message)
 
 
 class NRIGeneration(StrEnum):
-    """Which NRI the emulated runtime speaks: v0.8.0 (containerd 1.7) or the current one."""
+    """Which NRI the emulated runtime speaks: before v0.12 (``V0_8``: events as StateChange, as v0.6.1 in containerd
+    1.7.24, v0.8 in 2.0/2.1 and v0.11 in 2.2 send them) or v0.12 and later (``HEAD``: dedicated methods)."""
 
     V0_8 = "v0.8"
     HEAD = "head"
 
 
 _STATE_CHANGE_IN_V0_8 = frozenset({"RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "RemoveContainer"})
-"""The events NRI v0.8.0 sends as StateChange: it has no dedicated methods for them."""
+"""The events NRI before v0.12 sends as StateChange: it has no dedicated methods for them."""
 
 
 def make_pod(uid: str, name: str = "p", namespace: str = "default", sandbox_id: str = "") -> pb.PodSandbox:

@@ -289,6 +289,7 @@ def test_contract_keys() -> None:
         "logFormat",
         "cgroupWatch",
         "runtimeRoot",
+        "runtimePaths",
         "nrt",
         "podResourcesSocket",
         "nri",
@@ -383,7 +384,7 @@ class TestNRTKeys:
         ("value", "message"),
         [
             ({"nrt": True}, "nrt: True is not a map"),
-            ({"nrt": {"enable": True}}, "nrt.enable: unknown key (known: enabled, minInterval)"),
+            ({"nrt": {"enable": True}}, "nrt.enable: unknown key (known: enabled, minInterval, takeOver)"),
             ({"nrt": {"enabled": "yes"}}, "nrt.enabled: 'yes' is not true or false"),
             ({"nrt": {"minInterval": "soon"}}, "nrt.minInterval: 'soon' is not a duration such as \"10s\""),
             ({"nrt": {"minInterval": "-1s"}}, "nrt.minInterval: '-1s' must not be negative"),

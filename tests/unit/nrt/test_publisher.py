@@ -7,6 +7,7 @@ on 127.0.0.1, which validates each written object against the CRD in
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -16,10 +17,14 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from agent.alloc import Planner
 from agent.config import AgentConfig, config_from_mapping
 from agent.nrt.calls import TopologyCalls
+from agent.nrt.compute import attributes_of, node_resource_topology
+from agent.nrt.fingerprint import pod_fingerprint
+from agent.nrt.occupancy import occupancy_of
 from agent.nrt.publisher import NRTPublisher, PublishResult, has_extended_resources
 from agent.podresources import PodResourcesClient
 from agent.pods import pod_from_dict
@@ -95,7 +100,9 @@ def wait(predicate: Any, timeout: float = 10.0) -> None:
 
 def writes(api: ApiServerEmulator) -> list[str]:
     return [
-        f"{r.method} {r.status}" for r in api.requests if r.path.startswith("/apis/") and r.method in ("POST", "PUT")
+        f"{r.method} {r.status}"
+        for r in api.requests
+        if r.path.startswith("/apis/") and r.method in ("POST", "PUT", "PATCH")
     ]
 
 
@@ -116,7 +123,7 @@ def test_creates_then_updates_owned_by_the_node(api: ApiServerEmulator, stop: th
     pub.offer(planner.snapshot(), topology)
     wait(lambda: cpu_available(stored(api)) == ["11", "16"])
     wait(lambda: len(writes(api)) == 2)  # the request log is written just after the object is stored
-    assert ["POST 201", "PUT 200"] == writes(api)
+    assert ["PATCH 201", "PATCH 200"] == writes(api)
     api.objects.delete_node("node-1")
     assert stored(api) is None
 
@@ -129,10 +136,9 @@ def test_the_same_state_twice_writes_once(api: ApiServerEmulator, stop: threadin
     pub.offer(planner.snapshot(), topology)
     wait(lambda: pub.published == 1)
     pub.offer(planner.snapshot(), topology)
-    admit(planner, "web", 0)  # a new snapshot with the same CPUs held
-    pub.offer(planner.snapshot(), topology)
+    pub.offer(dataclasses.replace(planner.snapshot()), topology)  # a new snapshot, equal
     time.sleep(0.3)
-    assert ["POST 201"] == writes(api)
+    assert ["PATCH 201"] == writes(api)
 
 
 def test_a_burst_is_coalesced_and_the_latest_state_wins(api: ApiServerEmulator, stop: threading.Event) -> None:
@@ -147,7 +153,7 @@ def test_a_burst_is_coalesced_and_the_latest_state_wins(api: ApiServerEmulator, 
         pub.offer(planner.snapshot(), topology)
     wait(lambda: cpu_available(stored(api)) == ["5", "16"])
     time.sleep(1.2)  # any further write would come within minInterval
-    assert ["POST 201", "PUT 200"] == writes(api)
+    assert ["PATCH 201", "PATCH 200"] == writes(api)
 
 
 def test_offer_never_blocks_on_a_hanging_api_server(api: ApiServerEmulator, stop: threading.Event) -> None:
@@ -179,20 +185,108 @@ def test_missing_crd_is_retried_until_it_exists(stop: threading.Event) -> None:
         wait(lambda: stored(api) is not None, timeout=15.0)
 
 
-def test_someone_elses_change_is_replaced_by_podpins_view(api: ApiServerEmulator, stop: threading.Event) -> None:
-    """Another writer's change is replaced on the next publish, with the resourceVersion just read (no blind write)."""
+def _nfd_applies(api: ApiServerEmulator, available: str = "1") -> None:
+    """NFD's topology-updater applies its own view with force, as it does."""
+    body = stored(api)
+    assert body is not None
+    nfd = {k: v for k, v in body.items() if k in ("apiVersion", "kind", "zones", "attributes", "topologyPolicies")}
+    nfd["metadata"] = {"name": "node-1"}
+    nfd["zones"][0]["resources"][0]["available"] = available
+    TopologyCalls(api.api().api_client).apply_topology("node-1", nfd, field_manager="nfd-topology-updater", force=True)
+
+
+def _managers(obj: dict[str, Any] | None) -> dict[str, list[str]]:
+    assert obj is not None
+    return {e["manager"]: sorted(e["fieldsV1"]) for e in obj["metadata"]["managedFields"]}
+
+
+def test_applied_by_podpin_with_the_pod_fingerprint(api: ApiServerEmulator, stop: threading.Event) -> None:
+    """The object is applied with the field manager ``podpin`` and carries the fingerprint of the admitted pods in
+    the two attributes and the annotation NFD sets."""
     topology, cfg = machine(), config()
+    planner = Planner(topology, cfg.planner)
+    admit(planner, "a", 2)
+    admit(planner, "b", 0)
+    pub = publisher(api, stop, cfg)
+    pub.offer(planner.snapshot(), topology)
+    wait(lambda: stored(api) is not None)
+    obj = stored(api)
+    assert obj is not None
+    signature = pod_fingerprint([("default", "a"), ("default", "b")])
+    attributes = {a["name"]: a["value"] for a in obj["attributes"]}
+    actual = (
+        attributes["nodeTopologyPodsFingerprint"],
+        attributes["nodeTopologyPodsFingerprintMethod"],
+        obj["metadata"]["annotations"],
+        list(_managers(obj)),
+    )
+    assert (signature, "all", {"topology.node.k8s.io/fingerprint": signature}, ["podpin"]) == actual
+
+
+def test_another_writer_is_left_alone_and_said_once(api: ApiServerEmulator, stop: threading.Event) -> None:
+    """NFD applies its own view: podpin's later states leave it alone; one warning, one Warning Event on the Node,
+    the gauge at 1, the publishes counted ``other_writer``."""
+    topology, cfg = machine(), config()
+    planner = Planner(topology, cfg.planner)
+    registry = CollectorRegistry()
+    pub = publisher(api, stop, cfg, registry=registry)
+    with capture_logs() as logs:
+        pub.offer(planner.snapshot(), topology)
+        wait(lambda: stored(api) is not None)
+        _nfd_applies(api)
+        for name in ("a", "b"):
+            admit(planner, name, 2)
+            pub.offer(planner.snapshot(), topology)
+            wait(lambda: (registry.get_sample_value("podpin_nrt_publishes_total", {"result": "other_writer"}) or 0) > 0)
+        wait(lambda: len(api.events) == 1)
+        time.sleep(0.2)
+    [event] = api.events
+    warned = [e["managers"] for e in logs if e["event"] == "nrt.other_writer"]
+    actual = (
+        cpu_available(stored(api)),
+        warned,
+        (event["involvedObject"]["kind"], event["involvedObject"]["name"], event["reason"], event["type"]),
+        registry.get_sample_value("podpin_nrt_other_writer"),
+    )
+    assert (["1", "16"], [["nfd-topology-updater"]], ("Node", "node-1", "NRTManagedByOther", "Warning"), 1.0) == actual
+
+
+def test_take_over_applies_over_the_other_writer(api: ApiServerEmulator, stop: threading.Event) -> None:
+    """With ``nrt.takeOver``, podpin's next state is applied with force: its values, and the fields that differed
+    are podpin's alone (an equal value stays shared, as the API server keeps it)."""
+    topology, cfg = machine(), config(nrt={"minInterval": "0s", "takeOver": True})
     planner = Planner(topology, cfg.planner)
     pub = publisher(api, stop, cfg)
     pub.offer(planner.snapshot(), topology)
     wait(lambda: stored(api) is not None)
-    body = stored(api)
-    assert body is not None
-    body["zones"][0]["resources"][0]["available"] = "1"
-    TopologyCalls(api.api().api_client).replace_topology("node-1", body)  # another writer
+    _nfd_applies(api)
     admit(planner, "a", 2)
     pub.offer(planner.snapshot(), topology)
     wait(lambda: cpu_available(stored(api)) == ["13", "16"])
+    managers = _managers(stored(api))
+    taken = [f for f in managers.get("nfd-topology-updater", []) if f in ("f:zones", "f:attributes")]
+    assert (["f:attributes", "f:metadata", "f:topologyPolicies", "f:zones"], []) == (managers["podpin"], taken)
+
+
+def test_an_object_older_podpin_wrote_is_podpins(api: ApiServerEmulator, stop: threading.Event) -> None:
+    """An object podpin wrote with POST before server-side apply (under the client's User-Agent, labelled
+    ``managed-by: podpin``) is no other writer's: it is applied over, and nothing is said."""
+    topology, cfg = machine(), config()
+    planner = Planner(topology, cfg.planner)
+    old = Planner(topology, cfg.planner)
+    admit(old, "gone", 4)
+    body = node_resource_topology(
+        node_name="node-1",
+        topology=topology,
+        occupancy=occupancy_of(topology, cfg.planner, old.snapshot()),
+        attributes=attributes_of(cfg.planner),
+    )
+    TopologyCalls(api.api().api_client).create_topology(body)
+    pub = publisher(api, stop, cfg)
+    with capture_logs() as logs:
+        pub.offer(planner.snapshot(), topology)
+        wait(lambda: cpu_available(stored(api)) == ["15", "16"])
+    assert [] == [e for e in logs if e["event"] == "nrt.other_writer"]
 
 
 def test_devices_come_from_pod_resources_on_a_node_with_devices(stop: threading.Event) -> None:

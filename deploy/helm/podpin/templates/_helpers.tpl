@@ -58,8 +58,25 @@ the runtimes' state directories). */}}
 {{- $_ := set $config "nri" (dict "enabled" .Values.nri.enabled "socketPath" .Values.nri.socketPath "podWaitTimeout" .Values.nri.podWaitTimeout) -}}
 {{- if .Values.runtimeState.enabled -}}
 {{- $_ := set $config "runtimeRoot" .Values.runtimeState.mountRoot -}}
+{{- $paths := .Values.runtimeState.paths | default dict -}}
+{{- $section := dict "preset" ($paths.preset | default "default") -}}
+{{- range $key := list "containerdState" "crioRunroot" "crioStorageDriver" "sandboxerDir" -}}
+{{- if get $paths $key }}{{ $_ := set $section $key (get $paths $key) }}{{ end -}}
+{{- end -}}
+{{- $_ := set $config "runtimePaths" $section -}}
 {{- end -}}
 {{- toYaml $config -}}
+{{- end -}}
+
+{{/* The node directories holding the runtimes' bundles, one per line (the agent's runtimePaths, computed the same
+way: agent/runtime/paths.py): containerd's tasks, containerd's shim sandboxer's sandboxes, CRI-O's containers. */}}
+{{- define "podpin.runtimeStateDirs" -}}
+{{- $paths := .Values.runtimeState.paths | default dict -}}
+{{- $preset := $paths.preset | default "default" -}}
+{{- $containerd := $paths.containerdState | default (ternary "/run/k3s/containerd" "/run/containerd" (has $preset (list "k3s" "rke2"))) | trimSuffix "/" -}}
+{{- $sandboxer := $paths.sandboxerDir | default (printf "%s/io.containerd.sandbox.controller.v1.shim" $containerd) | trimSuffix "/" -}}
+{{- $crio := $paths.crioRunroot | default "/run/containers/storage" | trimSuffix "/" -}}
+{{- printf "%s/io.containerd.runtime.v2.task/k8s.io\n%s/k8s.io\n%s/%s-containers" $containerd $sandboxer $crio ($paths.crioStorageDriver | default "overlay") -}}
 {{- end -}}
 
 {{/* The cgroup directory the agent writes below the cgroup root: cgroupSubtree, else the kubelet's driver's
