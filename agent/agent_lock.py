@@ -10,6 +10,11 @@ namespaces. The kernel drops the lock when the holder exits, however it exits
 (SIGKILL included), so a crashed agent never leaves a stale lock behind; the
 file itself stays and only says who held it last (``pid``, as that process saw
 itself, and the command).
+
+The state directory is a host directory other root processes can write, so the file is opened through
+:mod:`agent.hostfile`: a planted ``podpin.lock`` symlink or FIFO is refused (``ELOOP``, ``EINVAL``) instead of
+truncating the file it points to or blocking the caller, and the holder's line is read through the same
+descriptor, at most :data:`_HOLDER_BYTES`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from agent.hostfile import open_regular
 
 __all__ = ["LOCK_NAME", "AgentLock", "LockHeldError", "acquire_lock"]
 
@@ -44,9 +51,13 @@ class AgentLock:
             self._fd = None
 
 
-def _holder(path: Path) -> str:
+_HOLDER_BYTES = 512
+"""The most read of the file's "who took it" line (``pid N, podpin run``)."""
+
+
+def _holder(fd: int) -> str:
     try:
-        text = path.read_text().strip()
+        text = os.pread(fd, _HOLDER_BYTES, 0).decode(errors="replace").strip()
     except OSError:
         return ""
     return f" (last taken by {text})" if text else ""
@@ -70,11 +81,12 @@ def acquire_lock(
 
     Raises:
         LockHeldError: another process still holds it after ``wait``.
-        OSError: the directory or file cannot be created or opened.
+        OSError: the directory or file cannot be created or opened; ``ELOOP``: the file is a symlink;
+            ``EINVAL``: it is not a regular file.
     """
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT, 0o644)
     deadline = clock() + wait
     while True:
         try:
@@ -82,7 +94,7 @@ def acquire_lock(
             break
         except OSError as err:
             if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN) or clock() >= deadline:
-                holder = _holder(path)
+                holder = _holder(fd)
                 os.close(fd)
                 if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                     raise LockHeldError(f"{path} is held by another podpin process{holder}") from None

@@ -22,6 +22,7 @@ and the comparison are pure; :func:`read_kubelet_config` only reads the bounded 
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from agent.cpuset import CPUSet, CPUSetError
+from agent.hostfile import read_regular
 from agent.quantity import QuantityError, cpu_millis
 from agent.safeparse import MAX_DOCUMENT_BYTES, DocumentError, load_yaml
 from agent.shortrepr import short_repr
@@ -125,14 +127,15 @@ def read_kubelet_config(path: Path) -> KubeletConfig | None:
         KubeletConfigError: the file is there but cannot be read or parsed.
     """
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_DOCUMENT_BYTES + 1)
+        raw = read_regular(path, MAX_DOCUMENT_BYTES)  # no symlink, FIFO or device (agent/hostfile.py)
     except FileNotFoundError:
         return None
     except OSError as err:
+        if err.errno == errno.EFBIG:
+            raise KubeletConfigError(
+                f"{path}: larger than {MAX_DOCUMENT_BYTES} bytes; not a kubelet configuration"
+            ) from err
         raise KubeletConfigError(f"{path}: cannot read the kubelet's configuration: {err.strerror or err}") from err
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise KubeletConfigError(f"{path}: larger than {MAX_DOCUMENT_BYTES} bytes; not a kubelet configuration")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -12,12 +12,16 @@ because writing over a kubelet that pins would move exclusive CPUs.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KubeletCPUPolicy", "read_kubelet_cpu_policy", "parse_kubelet_cpu_policy"]
+from agent.hostfile import open_regular, read_regular_fd
+from agent.safeparse import MAX_DOCUMENT_BYTES
+
+__all__ = ["KubeletCPUPolicy", "KubeletPolicyReader", "read_kubelet_cpu_policy", "parse_kubelet_cpu_policy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +31,8 @@ class KubeletCPUPolicy:
     policy: str | None
     pinning: bool
     reason: str
+    replaced: bool = False
+    """The file was replaced on the host after it was mounted: the mount shows the old one (no links left)."""
 
 
 def _key(document: Mapping[str, Any], name: str) -> Any:
@@ -65,7 +71,12 @@ def parse_kubelet_cpu_policy(text: str, path: str = "cpu_manager_state") -> Kube
 def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
     """The kubelet's CPU policy from its checkpoint file; a missing file is not pinning."""
     try:
-        text = Path(path).read_text()
+        fd = open_regular(path)  # no symlink, FIFO or device (agent/hostfile.py)
+        try:
+            links = os.fstat(fd).st_nlink
+            text = read_regular_fd(fd, MAX_DOCUMENT_BYTES).decode()
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return KubeletCPUPolicy(None, False, f"{path}: not present (no kubelet CPU manager state mounted)")
     except OSError as err:
@@ -84,4 +95,42 @@ def read_kubelet_cpu_policy(path: Path) -> KubeletCPUPolicy:
             f"{path}: cannot parse the kubelet CPU manager state (not UTF-8 text: {err.reason} at byte "
             f"{err.start}); not writing cpusets to be safe",
         )
+    if links == 0:
+        # The chart mounts the file itself; the kubelet writes it by rename, so after a write the mount still
+        # shows the unlinked old file. Nothing is written until a restart mounts the new one (/healthz fails).
+        return KubeletCPUPolicy(
+            None,
+            True,
+            f"{path}: replaced on the node since the agent started (the mount shows the old file); not writing "
+            "cpusets until the agent restarts onto the new one",
+            replaced=True,
+        )
     return parse_kubelet_cpu_policy(text, str(path))
+
+
+class KubeletPolicyReader:
+    """:func:`read_kubelet_cpu_policy` for every pass, read and parsed again only when the file changed.
+
+    Every reconcile pass asks whether the kubelet pins CPUs itself; on a quiet node its checkpoint does not
+    change for days. The answer is kept with the file's identity (inode, link count, size, mtime and ctime in
+    ns): the kubelet replaces the file on every checkpoint, so any write changes one of them, and a mounted file
+    the kubelet has since replaced (no links left) is read again and said to be replaced. A file that cannot be
+    stat'ed (missing, unreadable) is read every time, so its error is never stale.
+    """
+
+    def __init__(self) -> None:
+        self._key: tuple[str, int, int, int, int, int] | None = None
+        self._policy: KubeletCPUPolicy | None = None
+
+    def __call__(self, path: Path) -> KubeletCPUPolicy:
+        """The policy in ``path``."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._key = self._policy = None
+            return read_kubelet_cpu_policy(path)
+        key = (str(path), st.st_ino, st.st_nlink, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if key != self._key or self._policy is None:
+            self._policy = read_kubelet_cpu_policy(path)
+            self._key = key
+        return self._policy

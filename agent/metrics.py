@@ -45,6 +45,7 @@ from agent.alloc import AssignmentType, NodeState, Plan, PodPlan, Pool, assignme
 from agent.alloc.cpumanager.restore import StaleCause
 from agent.alloc.tally import AlignBoundary, AlignScope, AllocationEvent, EventKind
 from agent.cpuset import CPUSet
+from agent.fault_boundary import Stage
 from agent.pods import ContainerKind
 from agent.runtime.vocabulary import IdentityErrorReason, IdentitySource
 from agent.topology.model import Topology
@@ -106,7 +107,7 @@ HTTP_DROP_REASONS = ("capacity", "deadline", "too_large")
 #: What happened to a wanted pod condition (``podpin_condition_patches_total{result}``; agent/kube/conditions.py).
 CONDITION_RESULTS = ("patched", "gone", "failed")
 #: Why a pod was kept off a cgroup it claimed (``cgroup_claims_refused``).
-CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "cgroup_taken")
+CLAIM_REFUSED_REASONS = ("mirror_not_node_owned", "mirror_owner_uid_mismatch", "cgroup_taken")
 
 #: The ``(scope, boundary)`` pairs podpin counts, as the kubelet's ``container_aligned_compute_resources_count``:
 #: NUMA alignment per container (container scope) or per pod (pod scope) under ``single-numa-node``, and whole
@@ -469,6 +470,14 @@ class AgentMetrics:
             "reason",
         )
         self.source_errors = counter("source_errors", "Failures of the pod source.")
+        self.internal_errors = counter(
+            "internal_errors",
+            "Unexpected exceptions caught at the boundary of one pass, pod, bundle, PodResources answer or cgroup "
+            "directory (agent.internal_error in the log); the agent went on with everything else.",
+            "stage",
+        )
+        for stage in Stage:
+            self.internal_errors.labels(stage=stage)
         self.devices_unknown = counter(
             "devices_unknown",
             "Pods admitted without device hints: their devices were not known within deviceWaitTimeout.",

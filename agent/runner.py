@@ -51,12 +51,14 @@ from agent.cgroups.watch import CgroupWatcher, WatchEvent, WatchMode
 from agent.config import AgentConfig, ConfigError
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
+from agent.fault_boundary import Stage
 from agent.kube.client import KubeConfigError, load_api
 from agent.kube.conditions import ConditionWriter
 from agent.kube.dirsource import DirSource
 from agent.kube.events import EventRecorder
+from agent.kube.node_identity import NodeIdentity
 from agent.kube.source import KubeSource, PodEvent, PodSource
-from agent.kubelet_state import read_kubelet_cpu_policy
+from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
 from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, Report
@@ -143,6 +145,18 @@ def _node_labels(api: Any) -> LabelReader:
     return labels
 
 
+def _node_identity(api: Any, node: str | None) -> NodeIdentity | None:
+    """The Node's uid from the API server (mirror pods' owners are checked against it); None without one."""
+    if api is None or not node:
+        return None
+
+    def read() -> str | None:
+        uid = (api.read_node(node, _request_timeout=5).get("metadata") or {}).get("uid")
+        return uid if isinstance(uid, str) else None
+
+    return NodeIdentity(read)
+
+
 class Agent:
     """The running agent: owns every thread and the single reconcile loop."""
 
@@ -206,13 +220,14 @@ class Agent:
             else None
         )
         self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder, self.conditions)
+        kubelet_policy = KubeletPolicyReader()
         self.reconciler = Reconciler(
             planner,
             layout=self.layout,
             fs=self.fs,
             reporter=self.reporter,
             store=self.store,
-            kubelet=lambda: read_kubelet_cpu_policy(self.config.kubelet_cpu_manager_state_path),
+            kubelet=lambda: kubelet_policy(self.config.kubelet_cpu_manager_state_path),
             dry_run=self.config.dry_run,
             rebuild=rebuild,
             bundles=BundleReader(self.config.runtime_root, paths=self.config.runtime_paths),
@@ -220,6 +235,7 @@ class Agent:
                 self.config.pod_resources_socket, self.config.device_wait_timeout, self.config.node_name
             ),
             audit=AffinityAudit(probe, period=self.config.reconcile_period),
+            node_identity=_node_identity(api, self.config.node_name),
         )
         self.source = self._source(api)
         self.nri_desk = NRIDesk(self.reconciler, pod_wait=self.config.nri.pod_wait, pending=self.work_waiting)
@@ -228,6 +244,7 @@ class Agent:
         self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)
         watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
+        self.watcher.boundary = self.reconciler.boundary
         try:
             self.server = AgentServer(
                 self.config.metrics_bind_address,
@@ -257,7 +274,9 @@ class Agent:
 
     def _layout(self) -> CgroupLayout:
         try:
-            return detect_layout(self.config.cgroup_root, self.config.cgroup_driver)
+            layout = detect_layout(self.config.cgroup_root, self.config.cgroup_driver)
+            layout.qos_dirs()  # a kubepods or QoS directory that leads outside the root is refused here, not in a pass
+            return layout
         except CgroupError as err:
             raise AgentError(f"cgroups: {err}") from err
 
@@ -329,6 +348,8 @@ class Agent:
             return False, f"the reconcile loop has not turned for {age:.0f}s"
         if self.watcher.error is not None:
             return False, f"the cgroup watcher stopped: {self.watcher.error}"
+        if self.reconciler.kubelet_replaced and self.reconciler.blocked is not None:
+            return False, self.reconciler.blocked  # a restart mounts the kubelet's new checkpoint file
         dead = [t.name for t in self._threads if not t.is_alive()]
         if dead and not self.stop_event.is_set():
             return False, f"threads stopped: {', '.join(dead)}"
@@ -546,16 +567,22 @@ class Agent:
             except queue.Empty:
                 item = None
             self._heartbeat = time.monotonic()
+            guard = self.reconciler.boundary.guard
             if item is not None:
-                self._handle(item)
+                with guard(Stage.PASS, "event"):
+                    self._handle(item)
                 while True:
                     try:
-                        self._handle(self._queue.get_nowait())
+                        queued = self._queue.get_nowait()
                     except queue.Empty:
                         break
+                    with guard(Stage.PASS, "event"):
+                        self._handle(queued)
             now = time.monotonic()
-            self.nri_desk.revisit(now)
-            rechecked = self.reconciler.recheck(now)
+            rechecked = False
+            with guard(Stage.PASS, "recheck"):
+                self.nri_desk.revisit(now)
+                rechecked = self.reconciler.recheck(now)
             if now >= next_resync:
                 if not self.options.once:
                     self._follow_config()
@@ -564,10 +591,16 @@ class Agent:
                 self._check_cpus()
                 self.reconciler.request_full()
             elif (item is None or item[0] == "stop") and not rechecked:
-                if not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting):
+                swept = False
+                with guard(Stage.PASS, "sweep"):
+                    swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
+                if swept:
                     self.metrics.ready.set(1 if self.ready()[0] else 0)
                 continue
-            if self.reconciler.run_pass(None if self.options.once else self.work_waiting):
+            if not self._pass():
+                if self.options.once and self.failure is not None:
+                    return 1  # --once: one pass, and it failed
+            else:
                 self.planned.set()
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
                 if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
@@ -578,6 +611,21 @@ class Agent:
                         return 3
                     return 0
         return 0
+
+    def _pass(self) -> bool:
+        """One reconcile pass inside the pass's fault boundary; False when none ran (or it failed).
+
+        A failed pass leaves a full pass due, so the next one starts from the pod list and the cgroups again.
+        """
+        ran, failed = False, True
+        with self.reconciler.boundary.guard(Stage.PASS, "pass"):
+            ran = self.reconciler.run_pass(None if self.options.once else self.work_waiting)
+            failed = False
+        if failed:
+            self.reconciler.request_full()
+            if self.options.once:
+                self.failure = "the pass failed: an unexpected error (agent.internal_error in the log)"
+        return ran
 
     def work_waiting(self) -> bool:
         """Whether targeted work waits for the loop: a queued event, a bundle re-read due, or a stop.

@@ -12,7 +12,9 @@ check. The rules (``docs/design.md``, "Restart" and "Parsers and their errors"):
   symlink (someone pointing podpin's writes elsewhere; :meth:`StateStore.check`
   says so at start, and a save or load fails the same way later), the temp file
   is created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` under a fresh random name, and
-  the checkpoint is read with ``O_NOFOLLOW``. Directories above the state
+  the checkpoint is read through :mod:`agent.hostfile` (``O_NOFOLLOW|O_NONBLOCK``,
+  regular files only: a FIFO is refused at once, never waited on, issue 22
+  finding 4). Directories above the state
   directory are the host's (the hostPath mount) and are not checked.
 * **No debris.** A temp file is removed when its write, fsync or rename fails,
   and :meth:`StateStore.clean` removes the ones a crash left behind.
@@ -38,12 +40,12 @@ import json
 import os
 import secrets
 import shutil
-import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.alloc import CheckpointError, NodeState, state_from_checkpoint, state_to_checkpoint
+from agent.hostfile import HOST_OPEN_FLAGS, read_regular
 from agent.safeparse import DocumentError, load_json
 
 __all__ = [
@@ -69,7 +71,7 @@ _TEMP_PREFIX = f".{CHECKPOINT_NAME}."
 _TEMP_SUFFIX = ".tmp"
 _CORRUPT_PREFIX = f"{CHECKPOINT_NAME}.corrupt-"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | HOST_OPEN_FLAGS
 
 
 def errno_name(err: OSError) -> str:
@@ -196,25 +198,9 @@ class StateStore:
     def _read(self) -> bytes:
         dir_fd = self._open_dir()
         try:
-            fd = os.open(CHECKPOINT_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            return read_regular(CHECKPOINT_NAME, MAX_CHECKPOINT_BYTES, dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise OSError(errno.EINVAL, "not a regular file")
-            if info.st_size > MAX_CHECKPOINT_BYTES:
-                raise OSError(errno.EFBIG, f"larger than {MAX_CHECKPOINT_BYTES} bytes")
-            chunks: list[bytes] = []
-            size = 0
-            while size <= MAX_CHECKPOINT_BYTES and (chunk := os.read(fd, 1 << 20)):
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
-        if size > MAX_CHECKPOINT_BYTES:
-            raise OSError(errno.EFBIG, f"larger than {MAX_CHECKPOINT_BYTES} bytes")
-        return b"".join(chunks)
 
     # -- save ------------------------------------------------------------------------------------
     def save(self, state: NodeState) -> None:

@@ -47,6 +47,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # scripts.benchkit, from the checkout
+
 from agent.alloc import Planner
 from agent.config import AgentConfig, config_from_mapping
 from agent.pods.model import PodView, pod_from_dict
@@ -55,6 +58,7 @@ from agent.sim.derive import MODELS, Model, pod_manifest
 from agent.sim.machines import synthetic_machine
 from agent.sim.workload import Workload, arrivals
 from agent.topology.model import Topology
+from scripts.benchkit import add_options, emit
 
 GOAL_ADMIT_MS = 1.0
 GOAL_REPLAN_MS = 50.0
@@ -297,10 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     parser.add_argument("--profile", type=int, metavar="N", help="print the N most expensive functions to stderr")
+    add_options(parser)
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    result = run(args.rounds)
+    result = run(1 if args.smoke else args.rounds)
+    emit(args, "admit", result)
     sys.stdout.write(json.dumps(result, indent=2) + "\n" if args.json else render_table(result))
     if args.profile:
         sys.stderr.write(profile(args.profile))

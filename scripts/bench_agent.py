@@ -16,6 +16,15 @@ Goals (``docs/design.md``, "Performance goals"): RSS <= 60 MiB, CPU <= 1% of one
 emulator serves the CRD and the Node); ``--devices`` also makes the Node
 advertise GPUs and serves the kubelet's PodResources API on a unix socket
 (the project's emulator), so the agent loads gRPC to read the devices.
+``--all`` is every feature at once, as a production node runs it: NRT and
+devices, the NRI plugin connected to the project's NRI runtime, and
+``/metrics`` scraped every 15 s (the interference metrics and the affinity
+audit's figures are computed per scrape), as Prometheus would.
+
+``/state`` is read from its own address (``stateBindAddress``), as the agent
+serves it since the hardening work. ``--smoke`` samples for 2 s (CI,
+``tests/unit/test_benches.py``); ``--record`` writes
+``docs/bench/agent[-variant].json`` (``scripts/benchkit.py``).
 
 The interpreter matters for the RSS: the test virtualenv also holds
 ``kubernetes-validate``, which the Kubernetes client imports when present (with
@@ -25,7 +34,7 @@ environment::
     python3 -m venv /tmp/podpin-rt && /tmp/podpin-rt/bin/pip install -q .
     scripts/bench_agent.py --python /tmp/podpin-rt/bin/python
 
-Usage: ``scripts/bench_agent.py [--seconds 60] [--python PATH] [--nrt [--devices]] [--json]``.
+Usage: ``scripts/bench_agent.py [--seconds 60] [--python PATH] [--nrt [--devices] | --all] [--json] [--smoke]``.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -48,12 +58,14 @@ REPO = Path(__file__).resolve().parent.parent
 # The test helpers (tests/support) are not part of the installed package: read them from the checkout.
 sys.path.insert(0, str(REPO))
 
+from scripts.benchkit import add_options, commit_of, emit
 from tests.support.agentfixture import Spawned, fetch, kubeconfig, make_node, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
 from tests.support.podfactory import container, make_pod, resources, sidecar
 
 RSS_GOAL_MIB = 60.0
 CPU_GOAL_PERCENT = 1.0
+SCRAPE_SECONDS = 15.0
 
 
 def pods() -> list[dict[str, Any]]:
@@ -94,13 +106,28 @@ def pods() -> list[dict[str, Any]]:
     return mesh + caches + web
 
 
-def measure(seconds: float, python: str, *, nrt: bool = False, devices: bool = False) -> dict[str, Any]:
+def measure(
+    seconds: float,
+    python: str,
+    *,
+    checkout: Path = REPO,
+    nrt: bool = False,
+    devices: bool = False,
+    nri: bool = False,
+    scrape: bool = False,
+) -> dict[str, Any]:
     """Start the agent, wait until it is ready, sample it for ``seconds``; the figures."""
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="podpin-bench-agent-"))
         emulator = stack.enter_context(ApiServerEmulator())
         node = make_node(Path(tmp), machine="intel-spr-2s-snc2")
-        node.write_config(reconcilePeriod="10s", logLevel="info")
+        node.write_config(reconcilePeriod="10s", logLevel="info", stateBindAddress="127.0.0.1:0")
+        if nri:
+            from tests.support.nri_runtime import NRIRuntime
+
+            socket_path = Path(tmp) / "nri.sock"
+            runtime = stack.enter_context(NRIRuntime(socket_path))
+            node.write_config(nri={"socketPath": str(socket_path)})
         if nrt:
             emulator.objects.register_crd(
                 yaml.safe_load((REPO / "deploy/crds/noderesourcetopologies.yaml").read_text())
@@ -117,22 +144,34 @@ def measure(seconds: float, python: str, *, nrt: bool = False, devices: bool = F
             node.add_pod(pod, manifest=False)
             emulator.add_pod(pod)
         config = kubeconfig(Path(tmp) / "kubeconfig", emulator.url)
-        argv = [python, "-m", "agent", *node.cli_args("--kubeconfig", str(config), pods_dir=False)[1:]]
-        process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # podpin run with cgroup writes through the kernel emulation (tests/support/emulated_agent.py), run as
+        # a script so that --checkout's tree supplies agent/ and the emulation
+        launcher = str(REPO / "tests" / "support" / "emulated_agent.py")
+        argv = [python, launcher, *node.cli_args("--kubeconfig", str(config), pods_dir=False)[1:]]
+        env = {**os.environ, "PYTHONPATH": str(checkout)}
+        process = subprocess.Popen(
+            argv, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         spawned = Spawned(process)
         try:
             ready_at = time.monotonic()
             wait_until(lambda: fetch(spawned.base_url + "/readyz")[0] == 200, 120.0, "the agent ready")
             ready_seconds = time.monotonic() - ready_at
+            nri_synchronized = nri and runtime.wait_ready(30.0) is not None
             proc = psutil.Process(process.pid)
             time.sleep(2.0)  # let the first full pass and its log lines settle
             start_cpu, start = proc.cpu_times(), time.monotonic()
             rss: list[float] = []
+            scrapes, next_scrape = 0, start
             while time.monotonic() - start < seconds:
+                if scrape and time.monotonic() >= next_scrape:
+                    status, _ = fetch(spawned.base_url + "/metrics")
+                    scrapes += status == 200
+                    next_scrape += SCRAPE_SECONDS
                 rss.append(proc.memory_info().rss / 2**20)
                 time.sleep(1.0)
             end_cpu, end = proc.cpu_times(), time.monotonic()
-            _, state = fetch(spawned.base_url + "/state")
+            _, state = fetch(f"http://{spawned.wait_log('agent.started')['state']}/state")
             admitted = len(json.loads(state)["state"]["pods"])
             published = emulator.objects.custom("topology.node.k8s.io", "noderesourcetopologies", "node-1")
         finally:
@@ -142,6 +181,9 @@ def measure(seconds: float, python: str, *, nrt: bool = False, devices: bool = F
     return {
         "nrt": nrt,
         "devices": devices,
+        "nri": nri,
+        "nri_synchronized": nri_synchronized,
+        "metrics_scrapes": scrapes,
         "nrt_published": published is not None,
         "nrt_device_resources": sorted(
             {r["name"] for z in (published or {}).get("zones", []) for r in z["resources"] if "/" in r["name"]}
@@ -165,11 +207,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=str(Path(sys.executable)), help="interpreter that runs the agent")
     parser.add_argument("--nrt", action="store_true", help="enable the NodeResourceTopology export")
     parser.add_argument("--devices", action="store_true", help="with --nrt: a node with GPUs and a PodResources socket")
+    parser.add_argument("--checkout", type=Path, default=REPO, help="the tree whose agent runs (default: this one)")
+    parser.add_argument("--all", action="store_true", help="every feature: NRT, devices, NRI, /metrics scraped")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_options(parser)
     args = parser.parse_args(argv)
     if args.devices and not args.nrt:
         parser.error("--devices needs --nrt")
-    result = measure(args.seconds, args.python, nrt=args.nrt, devices=args.devices)
+    if args.all:
+        args.nrt = args.devices = True
+    seconds = 2.0 if args.smoke else args.seconds
+    result = measure(
+        seconds,
+        args.python,
+        checkout=args.checkout.resolve(),
+        nrt=args.nrt,
+        devices=args.devices,
+        nri=args.all,
+        scrape=args.all,
+    )
+    result["checkout"] = commit_of(args.checkout.resolve())
+    variant = "all" if args.all else "-".join(name for name in ("nrt", "devices") if getattr(args, name))
+    if args.checkout.resolve() != REPO:
+        variant = "-".join(v for v in (variant, args.checkout.name) if v)
+    emit(args, "agent", result, variant=variant)
     if args.json:
         print(json.dumps(result))
         return 0

@@ -19,12 +19,17 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 from unittest import mock
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # scripts.benchkit, from the checkout
 
 from agent.alloc import Planner
 from agent.config import config_from_mapping
 from agent.pods.model import pod_from_dict
 from agent.sim.machines import synthetic_machine
+from scripts.benchkit import add_options, emit
 
 POLICIES = ("single-numa-node", "restricted", "best-effort")
 
@@ -44,8 +49,8 @@ def pod(index: int) -> dict[str, object]:
     }
 
 
-def admit_all(policy: str) -> tuple[list[float], list[tuple[int, ...] | None]]:
-    """Milliseconds per admit and the NUMA affinity of each of the 40 pods."""
+def admit_all(policy: str, count: int = 40) -> tuple[list[float], list[tuple[int, ...] | None]]:
+    """Milliseconds per admit and the NUMA affinity of each of the ``count`` pods."""
     topology = synthetic_machine(sockets=16, numa_per_socket=1, cores_per_numa=8, threads=2, memory_gib_per_numa=64)
     config = config_from_mapping(
         {
@@ -59,7 +64,7 @@ def admit_all(policy: str) -> tuple[list[float], list[tuple[int, ...] | None]]:
         env={},
     )
     planner = Planner(topology, config.planner)
-    pods = [pod_from_dict(pod(i)) for i in range(40)]
+    pods = [pod_from_dict(pod(i)) for i in range(count)]
     times: list[float] = []
     placed: list[tuple[int, ...] | None] = []
     for view in pods:
@@ -72,17 +77,17 @@ def admit_all(policy: str) -> tuple[list[float], list[tuple[int, ...] | None]]:
     return times, placed
 
 
-def run(rounds: int) -> list[dict[str, object]]:
+def run(rounds: int, *, pods: int = 40, policies: tuple[str, ...] = POLICIES) -> list[dict[str, object]]:
     """One row per topology policy: median admit time of both forms and their ratio."""
     rows: list[dict[str, object]] = []
-    for policy in POLICIES:
+    for policy in policies:
         lattice: list[float] = []
         listing: list[float] = []
         for _ in range(rounds):
-            times, placed = admit_all(policy)
+            times, placed = admit_all(policy, pods)
             lattice += times
             with mock.patch("agent.alloc.memorymanager.policy_static.SMALL_LATTICE_NODES", 64):
-                times, placed_listing = admit_all(policy)
+                times, placed_listing = admit_all(policy, pods)
             listing += times
             if placed != placed_listing:
                 raise SystemExit(f"{policy}: the lattice and the listing placed pods differently")
@@ -101,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=3, help="planner runs per policy and form (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    add_options(parser)
     args = parser.parse_args(argv)
-    rows = run(args.rounds)
+    rows = run(1, pods=2, policies=POLICIES[:1]) if args.smoke else run(args.rounds)
+    emit(args, "memory_hints", rows)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

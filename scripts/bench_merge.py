@@ -50,6 +50,7 @@ from agent.alloc.topologymanager import (
 
 # The literal merge is a test oracle (tests/oracles), not part of the installed package: read it from the checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from scripts.benchkit import add_options, emit
 from tests.oracles.merge_reference import HintMerger, filter_providers_hints, merge_permutation
 
 _POLICY = "best-effort"
@@ -217,7 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=20, help="timed runs of the fast merge (median)")
     parser.add_argument("--max-literal-seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=1)
+    add_options(parser)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.min_nodes, args.max_nodes, args.repeat, args.max_literal_seconds = 4, 5, 2, 2.0
+    rows = []
     if not args.json:
         print(
             f"{'nodes':>5} {'case':>6} {'perms':>12} {'literal_ms':>13} {'podpin_ms':>10} "
@@ -226,7 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for nodes in range(args.min_nodes, args.max_nodes + 1):
         for scenario in ("fits", "tight"):
             row = run(nodes, scenario, args)
+            rows.append(row)
             print(json.dumps(row) if args.json else _table_line(row), flush=True)
+    emit(args, "merge", rows)
     return 0
 
 

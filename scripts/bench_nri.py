@@ -35,6 +35,7 @@ from agent.log import configure_logging
 from agent.nri import ContainerAdjustment, ContainerUpdate, CreateResult
 from agent.nri.plugin import NRIPlugin
 from agent.nri.proto import nri_pb2 as pb
+from scripts.benchkit import add_options, emit
 from tests.support.nri_plugin import RecordingHandler, short_socket_path
 from tests.support.nri_runtime import NRIRuntime, make_container, make_pod
 
@@ -106,14 +107,16 @@ def measure(calls: int, containers: int) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--containers", type=int, default=200)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args()
+    add_options(parser)
+    args = parser.parse_args(argv)
     configure_logging(json=True, level="warning")
-    result = measure(args.calls, args.containers)
+    result = measure(20, 10) if args.smoke else measure(args.calls, args.containers)
+    emit(args, "nri", result)
     if args.json:
         print(json.dumps(result))
     else:

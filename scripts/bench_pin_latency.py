@@ -54,6 +54,7 @@ sys.path.insert(0, str(REPO))
 
 from agent.log import configure_logging
 from agent.runner import Agent
+from scripts.benchkit import add_options, emit
 from tests.support.agentfixture import AgentNode, make_node, wait_until
 from tests.support.bundles import containerd_annotations, write_bundle
 from tests.support.podfactory import container, container_id, make_pod
@@ -200,11 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds one container may take (default: 5)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    add_options(parser)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.pods = 5
     with open(os.devnull, "w") as sink:
         configure_logging(json=True, level="info", stream=sink)
         with tempfile.TemporaryDirectory(prefix="podpin-bench-") as fallback, scratch_dir(Path(fallback)) as base:
             row = measure(base, args)
+    emit(args, "pin_latency", row, variant=f"{args.naming}-{args.driver}")
     if args.json:
         print(json.dumps(row, sort_keys=True))
         return 0

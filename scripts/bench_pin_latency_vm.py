@@ -36,6 +36,7 @@ from typing import Any
 # The VM harness (tests/vm) is not part of the installed package: read it from the checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts.benchkit import add_options, emit
 from tests.vm import cpubench, harness
 
 GOAL_P99_MS = 20.0
@@ -143,8 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="VM run limit in seconds (default 900)")
     parser.add_argument("--workdir", help="keep the guest's results and agent logs here (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    add_options(parser)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.containers, args.rate, args.repeats = 4, 20.0, 1
     result = run(args)
+    emit(args, "pin_latency_vm", result)
     print(json.dumps(result, indent=2) if args.json else _table(result))
     return 0
 

@@ -47,6 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The VM helpers (tests/vm) are not part of the installed package: read them from the checkout.
 sys.path.insert(0, str(REPO))
 
+from scripts.benchkit import add_options, emit
 from tests.vm import cpubench, harness
 from tests.vm.harness import VM_TESTS
 
@@ -164,8 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=3600, help="VM run limit in seconds (default 3600)")
     parser.add_argument("--workdir", help="keep the guest's results and logs here (default: a temp dir)")
     parser.add_argument("--json", action="store_true", help="print one JSON row per mode instead of the table")
+    add_options(parser)
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.containers, args.per_pod, args.repeats, args.status_delay = 2, 1, 1, 0.5
     result = run(args)
+    emit(args, "pin_window", result)
     if args.json:
         for row in result["rows"]:
             print(json.dumps(row))

@@ -16,7 +16,10 @@ two fault switches). Then, until the time is up, it takes random steps (seeded):
 * cgroup write faults (every other ``cpuset.cpus``/``cpu.max`` write fails with EIO
   for a spell);
 * checkpoint-disk-full spells (every checkpoint write fails with ENOSPC);
-* SIGKILL of the agent and a restart.
+* SIGKILL of the agent and a restart; a restart with ``podpin.lock`` planted as a
+  symlink to a victim file, or with the checkpoint replaced by a FIFO (issue 22);
+* a tenant pod forging a mirror pod: the mirror annotation naming a running pod's
+  uid and an owner reference to the Node with a made-up uid (issue 22).
 
 After every step it waits for the agent to settle (at most ``--settle`` seconds)
 and checks, from the outside (the cgroup files, the agent's ``/state`` and its log):
@@ -28,7 +31,8 @@ and checks, from the outside (the cgroup files, the agent's ``/state`` and its l
 3. the cgroups equal the plan (outside a write-fault spell): each planned
    container's cgroup holds its planned ``cpuset.cpus``, and the plan holds every
    pod the API server has (outside an outage);
-4. every bad input was reported: each malformed pod has a ``pod.malformed`` line.
+4. every bad input was reported: each malformed pod has a ``pod.malformed`` line;
+5. the file a planted ``podpin.lock`` symlink points to is never written.
 
 It prints one JSON line ``{"minutes", "pods", "restarts", "faults", "violations",
 "rss_mib_start", "rss_mib_end", ...}`` (``pods``: pods created; ``faults``: fault
@@ -92,7 +96,12 @@ _STEPS = (
     ("cgroup_faults", 5),
     ("disk_full", 5),
     ("sigkill", 4),
+    ("lock_symlink", 1),
+    ("fifo_checkpoint", 1),
+    ("forged_mirror", 3),
 )
+_NODE_UID = "5e0b4c8e-0000-4000-8000-000000000001"
+_VICTIM = "a file podpin must never write\n"
 
 
 @dataclass
@@ -223,6 +232,13 @@ class Soak:
             raw = make_pod(
                 name, containers=[container("app", cpu_request="250m", cpu_limit="1", memory="64Mi")], states=states
             )
+        elif kind == "add_forged_mirror":
+            raw = make_pod(name, containers=[container("app", cpu="1", memory="64Mi")], states=states)
+            victims = sorted(self.live)
+            raw["metadata"]["annotations"] = {"kubernetes.io/config.mirror": victims[0] if victims else "0" * 32}
+            raw["metadata"]["ownerReferences"] = [
+                {"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "forged-" + name, "controller": True}
+            ]
         elif kind == "add_unfit":
             raw = make_pod(name, containers=[container("app", cpu="40", memory="1Gi")], states=states)
         else:
@@ -232,6 +248,8 @@ class Soak:
         created = self.api.add_pod(raw)
         self.created += 1
         uid = created["metadata"]["uid"]
+        if kind == "add_forged_mirror":  # the kubelet names its cgroups by its own uid: no mirror of anything
+            created = {**created, "metadata": {k: v for k, v in created["metadata"].items() if k != "annotations"}}
         if kind == "add_malformed":
             self.malformed[uid] = name
         else:
@@ -280,10 +298,21 @@ class Soak:
             self.spell("cgroup", self.rng.uniform(1.0, 4.0))
         elif kind == "disk_full":
             self.spell("disk", self.rng.uniform(1.0, 6.0))
-        elif kind == "sigkill":
+        elif kind == "forged_mirror":
+            self.faults += 1
+            self.add("add_forged_mirror")
+        elif kind in ("sigkill", "lock_symlink", "fifo_checkpoint"):
             self.faults += 1
             self.restarts += 1
             self.stop_agent(signal.SIGKILL)
+            if kind == "lock_symlink":
+                lock = self.node.state_dir / "podpin.lock"
+                lock.unlink(missing_ok=True)
+                lock.symlink_to(self.node.base / "victim")
+            elif kind == "fifo_checkpoint":
+                checkpoint = self.node.state_dir / "podpin_state.json"
+                checkpoint.unlink(missing_ok=True)
+                os.mkfifo(checkpoint)
             self.start_agent()
 
     def outage(self, seconds: float) -> None:
@@ -310,6 +339,8 @@ class Soak:
         """(invariant breaches that must never happen, differences that settle) as of now."""
         hard: list[str] = []
         soft: list[str] = []
+        if (self.node.base / "victim").read_text() != _VICTIM:
+            hard.append("the file a planted podpin.lock symlink points to was written")
         document = self._state()
         if document is None or "plan" not in document:
             if self.outage_until and document is not None:
@@ -389,6 +420,8 @@ def _node() -> Iterator[tuple[AgentNode, ApiServerEmulator]]:
         node.write_config(reconcilePeriod="1s", logLevel="info", podResyncPeriod="30s")
         kubeconfig(node.base / "kubeconfig", api.url)
         (node.base / "faults").mkdir()
+        (node.base / "victim").write_text(_VICTIM)
+        api.objects.add_node("node-1", uid=_NODE_UID)
         yield node, api
 
 
@@ -441,7 +474,7 @@ def run(
     rng = random.Random(seed)
     total = minutes * 60.0
     outage_seconds = _FULL_OUTAGE_SECONDS if minutes >= 30 else max(2.0, total / 6)
-    steps = [(k, w) for k, w in _STEPS if sigkill or k != "sigkill"]
+    steps = [(k, w) for k, w in _STEPS if sigkill or k not in ("sigkill", "lock_symlink", "fifo_checkpoint")]
     kinds = [k for k, _ in steps]
     weights = [w for _, w in steps]
     with _node() as (node, api):

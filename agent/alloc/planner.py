@@ -28,6 +28,7 @@ nodes, reserved CPUs and memory on existing nodes) fail construction with a
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -237,6 +238,17 @@ class Planner:
     def snapshot(self) -> NodeState:
         """The current node state (never mutated afterwards)."""
         return self._state
+
+    def fork(self) -> Planner:
+        """A planner with these policies and this state; admitting on one leaves the other as it was.
+
+        Cheaper than ``Planner(topology, config, snapshot)``: the policies hold configuration only and
+        the state is an immutable value, so nothing is rebuilt or validated again. The fleet simulation
+        (``agent/sim/fleet.py``) forks one planner per distinct node history.
+        """
+        twin = copy.copy(self)
+        twin.readoption = None
+        return twin
 
     @property
     def reserved(self) -> CPUSet:

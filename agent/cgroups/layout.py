@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -205,12 +205,18 @@ class CgroupLayout:
 
     root: Path
     driver: Driver
+    real_root: str = field(init=False, repr=False, compare=False)
+    """``root`` with symlinks resolved, once: every path method checks its result against it (``ensure_inside``),
+    and resolving the root again each time doubled the cost of a targeted pass's paths."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "real_root", os.path.realpath(self.root))
 
     # -- QoS level ---------------------------------------------------------------------
     def kubepods(self) -> CgroupPath:
         """The top of every pod's cgroups (``kubepods.slice`` or ``kubepods``)."""
         name = "kubepods.slice" if self.driver is Driver.SYSTEMD else "kubepods"
-        return ensure_inside(self.root, self.root / name)
+        return ensure_inside(self.root, self.root / name, resolved_root=self.real_root)
 
     def qos_dir(self, qos: str) -> CgroupPath:
         """The directory holding the pod cgroups of one QoS class (Guaranteed: kubepods itself)."""
@@ -219,7 +225,7 @@ class CgroupLayout:
             return self.kubepods()
         name = _QOS_NAME[level]
         child = f"kubepods-{name}.slice" if self.driver is Driver.SYSTEMD else name
-        return ensure_inside(self.root, self.kubepods() / child)
+        return ensure_inside(self.root, self.kubepods() / child, resolved_root=self.real_root)
 
     def qos_dirs(self) -> tuple[CgroupPath, CgroupPath, CgroupPath]:
         """kubepods, the burstable and the besteffort level: the subtrees the reconciler confines."""
@@ -237,7 +243,7 @@ class CgroupLayout:
 
     def pod_path(self, uid: str, qos: str) -> CgroupPath:
         """Where the kubelet puts the cgroup of a pod of this QoS class."""
-        return ensure_inside(self.root, self.qos_dir(qos) / self.pod_dir_name(uid, qos))
+        return ensure_inside(self.root, self.qos_dir(qos) / self.pod_dir_name(uid, qos), resolved_root=self.real_root)
 
     def parse_pod_dir(self, qos: str, name: str) -> PodUID | None:
         """The uid of a pod cgroup named ``name`` inside ``qos_dir(qos)``, or None if it is not one."""
@@ -280,7 +286,9 @@ class CgroupLayout:
 
     def container_path(self, uid: str, qos: str, container_id: str | ContainerID) -> CgroupPath:
         """Where a container's cgroup is when its pod sits at the expected QoS level."""
-        return ensure_inside(self.root, self.pod_path(uid, qos) / self.container_dir_name(container_id))
+        return ensure_inside(
+            self.root, self.pod_path(uid, qos) / self.container_dir_name(container_id), resolved_root=self.real_root
+        )
 
     def find_container(self, uid: str, qos: str, container_id: str | ContainerID) -> CgroupPath | None:
         """The existing cgroup of a container (its pod found as :meth:`find_pod` does), or None."""
@@ -288,7 +296,7 @@ class CgroupLayout:
         pod = self.find_pod(uid, qos)
         if pod is None:
             return None
-        path = ensure_inside(self.root, pod.path / name)
+        path = ensure_inside(self.root, pod.path / name, resolved_root=self.real_root)
         return path if path.is_dir() and not path.is_symlink() else None
 
     def parse_container_dir(self, name: str) -> tuple[Runtime | None, str] | None:
@@ -368,18 +376,19 @@ def scan(layout: CgroupLayout) -> list[ScannedPod]:
     directory name; names that are not pod or container cgroups are ignored.
     """
     found: list[ScannedPod] = []
+    real_root = layout.real_root
     for qos in QOSClass:
         qos_path = layout.qos_dir(qos)
         for name in _subdirs(qos_path):
             uid = layout.parse_pod_dir(qos, name)
             if uid is None:
                 continue
-            pod_path = ensure_inside(layout.root, qos_path / name)
+            pod_path = ensure_inside(layout.root, qos_path / name, resolved_root=real_root)
             containers: list[ScannedContainer] = []
             for child in _subdirs(pod_path):
                 parsed = layout.parse_container_dir(child)
                 if parsed is not None:
-                    path = ensure_inside(layout.root, pod_path / child)
+                    path = ensure_inside(layout.root, pod_path / child, resolved_root=real_root)
                     containers.append(ScannedContainer(id=parsed[1], runtime=parsed[0], path=path))
             found.append(ScannedPod(qos=qos, uid=uid, path=pod_path, containers=tuple(containers)))
     return found

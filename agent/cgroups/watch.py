@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import select
 import threading
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from agent.cgroups.layout import CgroupLayout, PodUID, Runtime, scan
+from agent.fault_boundary import FaultBoundary, Stage
 from agent.pods import QOSClass
 
 __all__ = [
@@ -180,6 +182,8 @@ class CgroupWatcher:
         self.mode: WatchMode | Literal["stopped"] = "stopped"
         self.fallback_reason: str | None = None
         self.error: Exception | None = None
+        self.boundary: FaultBoundary | None = None
+        """Where an unexpected failure with one directory stops (that event only); None: it ends the thread."""
         self._ino: INotifyLike | None = None
         self._known: dict[Path, _Node] = {}
         self._wds: dict[int, Path] = {}
@@ -241,7 +245,7 @@ class CgroupWatcher:
                     self._fall_back(failure.error)
                     self._resync()
             while not self._stop.wait(self.poll_interval):
-                self._resync()
+                self._guarded(self._resync, "a rescan of the kubepods tree")
         except Exception as error:  # the sink's or the filesystem's: keep it for health checks
             self.error = error
 
@@ -270,7 +274,19 @@ class CgroupWatcher:
             except OSError as error:
                 raise _InotifyError(error) from error
             for event in events:
-                self._handle(event)
+                self._guarded(functools.partial(self._handle, event), f"the event of {event.name!r}")
+
+    def _guarded(self, work: Callable[[], None], subject: str) -> None:
+        """``work`` inside the cgroup-directory fault boundary (``agent/fault_boundary.py``); inotify failures
+        still end the inotify loop (the watcher falls back to polling)."""
+        try:
+            work()
+        except _InotifyError:
+            raise
+        except Exception as err:
+            if self.boundary is None:
+                raise
+            self.boundary.caught(Stage.CGROUP, err, subject)
 
     def _handle(self, event: _RawEvent) -> None:
         if event.mask & _IN_Q_OVERFLOW:
@@ -333,8 +349,16 @@ class CgroupWatcher:
                     self._adopt(path / name, child)
 
     def _forget(self, path: Path) -> None:
-        """Drop ``path`` and everything known below it; report pods and containers, deepest first."""
-        gone = [p for p in self._known if p == path or path in p.parents]
+        """Drop ``path`` and everything known below it; report pods and containers, deepest first.
+
+        Only directories below a known one are ever adopted, so an unknown ``path`` has nothing known below it
+        (a runtime's scratch directory renamed away costs nothing); below a known one, a prefix test per known
+        path instead of building each one's parents (this ran between an event and the pass that pins).
+        """
+        if path not in self._known:
+            return
+        below = f"{path}{os.sep}"
+        gone = [p for p in self._known if p == path or str(p).startswith(below)]
         for p in sorted(gone, key=lambda p: -len(p.parts)):
             if not isinstance(self._known.pop(p), QOSClass):
                 self._sink(CgroupRemoved(path=p))

@@ -51,6 +51,7 @@ from agent.sim.plot import PlotError, render_png
 from agent.sim.presets import PRESETS, preset
 from agent.sim.report import render_text, simulation_to_dict
 from agent.sim.scheduler import SCHEDULERS, SchedulerName
+from agent.sim.workload import scaled
 from agent.topology.load import load_topology
 from agent.topology.model import Topology, TopologyError
 
@@ -90,6 +91,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="every node's topology, JSON from 'podpin topology --output json' (default: the built-in 32-CPU example)",
     )
     parser.add_argument("--nodes", type=int, metavar="N", help="number of identical nodes (default: the workload's)")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        metavar="N",
+        help="the workload times N: every pod count and the node count (default: %(default)s)",
+    )
     parser.add_argument(
         "--output",
         nargs="+",
@@ -156,8 +164,10 @@ def _progress(total: int, show: bool) -> Iterator[Callable[[], None] | None]:
 
 def _gpu(args: argparse.Namespace, output: str, path: Path | None) -> int:
     """``--preset gpu``: CPUs next to the GPU with and without device hints (``agent/sim/gpu.py``)."""
-    if output == "png" or args.topology is not None:
-        raise _UsageError("--preset gpu: writes text or json on the built-in machine (no png, no --topology)")
+    if output == "png" or args.topology is not None or args.scale != 1:
+        raise _UsageError(
+            "--preset gpu: writes text or json on the built-in machine (no png, no --topology, no --scale)"
+        )
     config = config_from_mapping(
         {
             "topologyManagerPolicy": args.policy,
@@ -188,7 +198,10 @@ def run(args: argparse.Namespace) -> int:
             raise _UsageError(f"--nodes: {args.nodes} must be at least 1")
         if args.preset == GPU_PRESET:
             return _gpu(args, output, path)
+        if args.scale < 1:
+            raise _UsageError(f"--scale: {args.scale} must be at least 1")
         workload = load_workload(args.workload) if args.workload is not None else preset(args.preset)
+        workload = scaled(workload, args.scale)
         topology = _topology(args.topology)
         config = config_from_mapping(
             {

@@ -54,8 +54,10 @@ each: ``nri.connected`` and ``nri.synchronized`` (info); ``nri.disconnected``,
 ``nri.refused`` and ``nri.dial_failed`` (warning, with ``error``, ``retry_in``
 and ``failures``; a dial error that repeats unchanged drops to debug, so a node
 without NRI logs it once); ``nri.call`` (warning for ``error``, ``timeout``,
-``late`` and ``invalid``, debug otherwise, with ``method``, ``result``,
-``seconds`` and the pod and container); ``nri.shutdown`` (info).
+``late``, ``invalid`` and ``truncated``, debug otherwise, with ``method``,
+``result``, ``seconds`` and the pod and container; a warning's cause, method
+and result, warns once per minute and then says how many were held back,
+``suppressed``: ``agent/nri/throttle.py``); ``nri.shutdown`` (info).
 
 Run :meth:`NRIPlugin.run` on one thread at a time; the agent's runner owns
 that thread, as it owns its pod source's.
@@ -89,6 +91,7 @@ from agent.nri.report import (
 )
 from agent.nri.service import late_outcome
 from agent.nri.session import Session
+from agent.nri.throttle import WarningThrottle
 from agent.nri.worker import HandlerWorker, Job
 
 __all__ = [
@@ -197,6 +200,7 @@ class NRIPlugin:
         self._on_report = on_report
         self._sleep = sleep
         self._jitter = jitter
+        self._throttle = WarningThrottle()
         self._lock = threading.Lock()
         self._state = PluginState.STOPPED
         self._session: Session | None = None
@@ -342,9 +346,14 @@ class NRIPlugin:
         if isinstance(report, ConnectionEvent):
             level = "info" if report.kind in _GOOD_NEWS else "warning"
             getattr(_log, "debug" if quiet else level)(f"nri.{report.kind}", **fields)
+        elif report.result in _ROUTINE:
+            _log.debug("nri.call", **fields)
         else:
-            level = "debug" if report.result in _ROUTINE else "warning"
-            getattr(_log, level)("nri.call", **fields)
+            held_back = self._throttle.admit((report.event, report.result))
+            if held_back is None:
+                _log.debug("nri.call", throttled=True, **fields)
+            else:
+                _log.warning("nri.call", **({"suppressed": held_back} if held_back else {}), **fields)
         if self._on_report is not None:
             try:
                 self._on_report(report)

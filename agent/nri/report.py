@@ -65,6 +65,10 @@ class CallResult(StrEnum):
         malformed); the runtime got an empty answer and the handler was not called.
     ``ignored``
         an event podpin does not handle (a StateChange it did not subscribe to).
+    ``truncated``
+        a Synchronize larger than podpin's bounds (``agent/nri/service.py``): the
+        handler got the pods and containers up to the bounds and answered for
+        them; ``error`` says how many were left out.
     """
 
     OK = "ok"
@@ -73,6 +77,7 @@ class CallResult(StrEnum):
     LATE = "late"
     INVALID = "invalid"
     IGNORED = "ignored"
+    TRUNCATED = "truncated"
 
 
 class ConnectionKind(StrEnum):

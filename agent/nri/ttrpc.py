@@ -27,6 +27,7 @@ request at a time per plugin, and the order of pod and container events matters.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -59,6 +60,9 @@ __all__ = [
     "Server",
     "StatusCode",
 ]
+
+_IDLE_WAKE = 1.0
+"""Seconds the dispatcher waits for a request before looking at its stop event again."""
 
 _log = structlog.get_logger("podpin.nri.ttrpc")
 
@@ -244,7 +248,7 @@ class Server:
         self._services = services
         self._name = name
         self._decoder = MessageDecoder()
-        self._queue: queue.Queue[_Request] = queue.Queue(maxsize=max_queued)
+        self._queue: queue.Queue[_Request | None] = queue.Queue(maxsize=max_queued)
         self._last_id = 0
         self._closed = threading.Event()
 
@@ -301,8 +305,12 @@ class Server:
         """Answer queued requests in order until ``stop`` is set or the server is closed."""
         while not stop.is_set() and not self._closed.is_set():
             try:
-                work = self._queue.get(timeout=0.05)
+                # close() wakes this at once; the timeout only bounds a stop without a close. An idle agent
+                # used to wake 20 times a second here (docs/benchmarks.md, "Agent at rest").
+                work = self._queue.get(timeout=_IDLE_WAKE)
             except queue.Empty:
+                continue
+            if work is None:
                 continue
             started = time.monotonic()
             try:
@@ -327,8 +335,10 @@ class Server:
             )
 
     def close(self) -> None:
-        """Stop answering (the dispatcher returns within 50 ms)."""
+        """Stop answering (the dispatcher is woken and returns)."""
         self._closed.set()
+        with contextlib.suppress(queue.Full):  # a full queue wakes the dispatcher anyway
+            self._queue.put_nowait(None)
 
     def _refuse(self, stream_id: int, code: StatusCode, message: str) -> None:
         _log.warning("nri.ttrpc.refused", connection=self._name, stream=stream_id, code=code.name, error=message)

@@ -19,12 +19,19 @@ Importing this package does not import gRPC or protobuf.
 """
 
 from agent.alloc import AllocatableDevices, ContainerKey, DeviceAssignments, DeviceGroup
-from agent.podresources.client import DEFAULT_SOCKET, ErrorKind, PodResourcesClient, PodResourcesError
+from agent.podresources.client import (
+    DEFAULT_SOCKET,
+    MAX_ANSWER_BYTES,
+    ErrorKind,
+    PodResourcesClient,
+    PodResourcesError,
+)
 from agent.podresources.devices_file import DevicesFileError, load_devices, parse_devices
 from agent.podresources.translate import allocatable_from_response, assignments_from_list, assignments_from_pod
 
 __all__ = [
     "DEFAULT_SOCKET",
+    "MAX_ANSWER_BYTES",
     "AllocatableDevices",
     "ContainerKey",
     "DeviceAssignments",

@@ -39,7 +39,7 @@ import stat
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent.alloc import AllocatableDevices, DeviceAssignments
 from agent.podresources.translate import allocatable_from_response, assignments_from_list, assignments_from_pod
@@ -48,10 +48,14 @@ if TYPE_CHECKING:
     from google.protobuf.message import Message
     from grpclib.exceptions import GRPCError
 
-__all__ = ["DEFAULT_SOCKET", "ErrorKind", "PodResourcesClient", "PodResourcesError"]
+__all__ = ["DEFAULT_SOCKET", "MAX_ANSWER_BYTES", "ErrorKind", "PodResourcesClient", "PodResourcesError"]
 
 DEFAULT_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 """Where the kubelet serves the PodResources API."""
+
+MAX_ANSWER_BYTES = 16 << 20
+"""The longest PodResources answer read (16 MiB). A ``List`` of 110 pods with 8 devices per container is about
+100 KB; a 62 MiB answer took the agent to 258 MB, over the chart's 192 Mi limit, while 16 MiB stays far below."""
 
 #: The service's wire name: a method's path is ``/<service>/<method>``.
 _SERVICE = "v1.PodResourcesLister"
@@ -80,6 +84,32 @@ class PodResourcesError(RuntimeError):
         self.kind = kind
 
 
+class AnswerTooLarge(Exception):  # noqa: N818 (an outcome the client maps to "unavailable", not an API error)
+    """An answer podpin does not read (larger than the cap, or none at all)."""
+
+
+class _CappedStream:
+    """grpclib's HTTP/2 stream, refusing a message longer than ``limit`` before any of it is buffered.
+
+    grpclib reads a message's 5-byte header, then ``recv_data(length)`` until it holds all of it; HTTP/2 flow
+    control acknowledges data only as it is read, so refusing the length here keeps at most one window in
+    memory. grpclib has no message size option of its own (0.4.9).
+    """
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def recv_data(self, size: int) -> bytes:
+        if size > self._limit:
+            raise AnswerTooLarge(f"an answer of {size} bytes, more than the {self._limit} podpin reads")
+        data: bytes = await self._inner.recv_data(size)
+        return data
+
+
 class PodResourcesClient:
     """Calls the kubelet's PodResources service on ``socket`` with a deadline of ``timeout`` seconds per call."""
 
@@ -89,6 +119,7 @@ class PodResourcesClient:
         *,
         timeout: float = 2.0,
         on_problem: Callable[[str], None] | None = None,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         """Nothing is dialled (nor gRPC loaded) until the first call.
 
@@ -96,7 +127,9 @@ class PodResourcesClient:
             socket: the kubelet's pod-resources socket.
             timeout: seconds each call may take.
             on_problem: told about each malformed entry left out of an answer.
+            max_answer_bytes: the longest answer read; a longer one is "unavailable" before it is buffered.
         """
+        self.max_answer_bytes = max_answer_bytes
         self.socket = Path(socket)
         self.timeout = timeout
         self.on_problem = on_problem
@@ -206,8 +239,20 @@ class PodResourcesClient:
             )
         where = f"{self.socket}: {method}"
         timeout = PodResourcesError(ErrorKind.TIMEOUT, f"{where}: no answer within {self.timeout:g}s")
+        from google.protobuf.message import DecodeError
+
         try:
             return asyncio.run(self._unary(method, request, reply))
+        except AnswerTooLarge as err:
+            raise self._unavailable(where, str(err)) from err
+        except DecodeError as err:
+            raise self._unavailable(where, f"the answer is not a valid {reply.DESCRIPTOR.name}: {err}") from err
+        except AttributeError as err:
+            # grpclib 0.4.9 fails this way on a connection torn down before the call runs (a socket whose backlog
+            # is full: a clean timeout or two, then every call): a transport failure, like the OSErrors below.
+            if err.name != "_transport":
+                raise
+            raise self._unavailable(where, f"the connection failed ({err})") from err
         except TimeoutError as err:
             raise timeout from err
         except GRPCError as err:
@@ -226,7 +271,13 @@ class PodResourcesClient:
         channel = Channel(path=str(self.socket))
         try:
             call = UnaryUnaryMethod(channel, f"/{_SERVICE}/{method}", type(request), reply)
-            return await call(request, timeout=self.timeout)
+            async with call.open(timeout=self.timeout) as stream:
+                await stream.send_message(request, end=True)
+                stream._stream = _CappedStream(stream._stream, self.max_answer_bytes)  # type: ignore[assignment]  # noqa: SLF001
+                answer = await stream.recv_message()
+            if answer is None:
+                raise AnswerTooLarge("the kubelet ended the call without an answer")
+            return answer
         finally:
             channel.close()
 

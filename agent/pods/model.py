@@ -107,6 +107,11 @@ class PodView:
     os_name: str | None = None
     mirror_of: str | None = None
     mirror_refused: str | None = None
+    mirror_owner_uid: str | None = None
+    """The uid in the Node ``ownerReferences`` entry that made ``mirror_of`` count (the agent compares it with
+    its Node's uid, as the garbage collector would); None when no Node owns the pod."""
+    mirror_owner_mismatch: str | None = None
+    """Set by the agent when ``mirror_refused`` names a Node owner whose uid is not the Node's (the Node's uid)."""
 
     @property
     def cgroup_uid(self) -> str:
@@ -311,7 +316,8 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
     annotations = _mapping(metadata.get("annotations"), "metadata.annotations") or {}
     mirror_of = _string(annotations, MIRROR_ANNOTATION, "metadata.annotations")
     mirror_refused = None
-    if mirror_of is not None and not _owned_by_node(metadata, _string(spec, "nodeName", "spec")):
+    owner_uid = _node_owner_uid(metadata, _string(spec, "nodeName", "spec")) if mirror_of is not None else None
+    if mirror_of is not None and owner_uid is None:
         mirror_refused, mirror_of = mirror_of, None
 
     app, init = _read_containers(spec)
@@ -347,24 +353,29 @@ def pod_from_dict(raw: Mapping[str, Any]) -> PodView:
         os_name=os_name,
         mirror_of=mirror_of,
         mirror_refused=mirror_refused,
+        mirror_owner_uid=owner_uid,
     )
 
 
-def _owned_by_node(metadata: Mapping[str, Any], node_name: str | None) -> bool:
-    """Whether an ``ownerReferences`` entry names a Node (this pod's node when ``spec.nodeName`` is set).
+def _node_owner_uid(metadata: Mapping[str, Any], node_name: str | None) -> str | None:
+    """The uid of the ``ownerReferences`` entry naming a Node (this pod's node when ``spec.nodeName`` is set);
+    ``""`` for such an entry without a uid; None when no Node owns the pod.
 
-    Malformed entries are not an error here (the API server validated them); they simply own nothing.
+    Any tenant can write such an entry with a made-up uid; the agent compares it with its Node's
+    (``agent/kube/node_identity.py``). Malformed entries are not an error here (the API server validated them);
+    they simply own nothing.
     """
     owners = metadata.get("ownerReferences")
     if not isinstance(owners, list | tuple):
-        return False
+        return None
     for owner in owners:
         if not isinstance(owner, Mapping) or owner.get("kind") != "Node" or owner.get("apiVersion") != "v1":
             continue
         name = owner.get("name")
         if isinstance(name, str) and name and (node_name is None or name == node_name):
-            return True
-    return False
+            uid = owner.get("uid")
+            return uid if isinstance(uid, str) else ""
+    return None
 
 
 def effective_requests(pod: PodView) -> Resources:

@@ -40,6 +40,7 @@ import structlog
 
 from agent.alloc import AllocatableDevices, DeviceAssignments, PodDevices
 from agent.alloc.devicemanager import container_device_requests
+from agent.fault_boundary import FaultBoundary, Stage
 from agent.podresources import PodResourcesClient, PodResourcesError
 from agent.pods.model import PodView
 
@@ -98,6 +99,8 @@ class DeviceGate:
         self.clock = clock
         self._facts: _Facts | str | None = None
         self._asked = False
+        self.boundary: FaultBoundary | None = None
+        """Where an exception the client does not expect stops (this pass's answer); None: it propagates."""
         self._first_seen: dict[str, float] = {}
         self._retry_at: dict[str, float] = {}
 
@@ -184,6 +187,12 @@ class DeviceGate:
             assignments = self.source.list()
         except PodResourcesError as err:
             self._facts = f"PodResources List failed: {err}"
+            return self._facts
+        except Exception as err:  # an answer the client does not expect: this pass's answer only
+            if self.boundary is None:
+                raise
+            self.boundary.caught(Stage.PODRESOURCES, err, "List")
+            self._facts = f"PodResources List failed: {type(err).__name__}: {err}"
             return self._facts
         try:
             node: AllocatableDevices | None = self.source.allocatable()

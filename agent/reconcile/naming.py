@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups import Runtime, ScannedPod
+from agent.fault_boundary import FaultBoundary, Stage
 from agent.reconcile.identity import Identity, IdentityBook
 from agent.runtime import BundleReader, Found, IdentityErrorReason, IdentitySource, Invalid, NotYet, Unavailable
 
@@ -79,12 +80,20 @@ class BundleNamer:
         self._retry: dict[str, _Retry] = {}
         self._settled: set[str] = set()
         self._unavailable: set[str] = set()
+        self.boundary: FaultBoundary | None = None
+        """Where an exception the reader does not expect stops (this bundle only); None: it propagates."""
 
     def identify(self, pod_key: str, runtime_id: str, runtime: Runtime | None, path: Path) -> None:
         """Name the container cgroup ``path`` (inside pod ``pod_key``'s cgroup) from its bundle, if it can be."""
         if runtime_id in self._settled or self.book.has(runtime_id, IdentitySource.NRI):
             return
-        outcome = self.reader.read(runtime_id, runtime)
+        try:
+            outcome = self.reader.read(runtime_id, runtime)
+        except Exception as err:
+            if self.boundary is None:
+                raise
+            self.boundary.caught(Stage.BUNDLE, err, str(path))
+            outcome = Invalid(path=None, reason=IdentityErrorReason.UNREADABLE, message=f"{type(err).__name__}: {err}")
         if isinstance(outcome, NotYet):
             self._not_yet(pod_key, runtime_id, runtime, path, f"{outcome.path}: {outcome.reason}")
             return

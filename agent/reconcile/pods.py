@@ -96,10 +96,12 @@ class PodCache:
     _raw: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     _parsed: dict[str, tuple[str, PodView | Malformed, Mapping[str, Any]]] = field(default_factory=dict)
     _good: dict[str, PodView] = field(default_factory=dict)
+    _views: tuple[tuple[PodView, ...], tuple[Malformed, ...]] | None = None
     synced: bool = False
 
     def apply(self, event: PodEvent) -> None:
         """Take one source event into the cache."""
+        self._views = None
         if event.kind == "SYNC":
             self._raw = {_key(raw): raw for raw in event.pods}
             self.synced = True
@@ -147,7 +149,12 @@ class PodCache:
 
         A pod whose latest version is malformed but an earlier one was not is in
         both lists: reported, and still planned from its last readable version.
+
+        Kept until the next event: a pass that only names a new container, and every periodic pass on a quiet
+        node, reads the same pods (``docs/benchmarks.md``, "the bundle path's window").
         """
+        if self._views is not None:
+            return list(self._views[0]), list(self._views[1])
         views: list[PodView] = []
         malformed: list[Malformed] = []
         for key, raw in self._raw.items():
@@ -159,6 +166,7 @@ class PodCache:
             if key in self._good:
                 views.append(self._good[key])
         views.sort(key=lambda p: (p.creation_timestamp or "", p.namespace, p.name))
+        self._views = (tuple(views), tuple(malformed))
         return views, malformed
 
     def bad_container_ids(self, views: Iterable[PodView]) -> list[BadContainerID]:

@@ -53,14 +53,27 @@ from pathlib import Path
 
 import structlog
 
-from agent.alloc import CheckpointError, ContainerPlan, Decision, Observed, Plan, Planner, PlannerError, PodPlan, Pool
+from agent.alloc import (
+    CheckpointError,
+    ContainerPlan,
+    Decision,
+    NodeState,
+    Observed,
+    Plan,
+    Planner,
+    PlannerError,
+    PodPlan,
+    Pool,
+)
 from agent.audit import AffinityAudit
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import ApplyReport, CgroupFS
 from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
 from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
 from agent.cpuset import CPUSet
+from agent.fault_boundary import FaultBoundary, Stage
 from agent.kube.conditions import readiness_gated
+from agent.kube.node_identity import NodeIdentity, OwnerVerdict
 from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
@@ -104,8 +117,10 @@ class Reconciler:
         clock: Callable[[], float] = time.monotonic,
         devices: DeviceGate | None = None,
         audit: AffinityAudit | None = None,
+        node_identity: NodeIdentity | None = None,
     ) -> None:
         self.planner = planner
+        self.node_identity = node_identity
         self.devices = devices
         self.layout = layout
         self.fs = fs
@@ -119,11 +134,18 @@ class Reconciler:
         self.identities = IdentityBook()
         self._statuses = StatusFeed(self.identities)
         self.log = structlog.get_logger("podpin.reconciler").bind(node=reporter.node)
+        self.boundary = FaultBoundary(
+            self.log, lambda stage: reporter.metrics.internal_errors.labels(stage=stage).inc(), reporter.pod_warning
+        )
+        if devices is not None:
+            devices.boundary = self.boundary
         self.namer = (
             BundleNamer(self.identities, bundles, on_error=self._identity_error, log=self.log, clock=clock)
             if bundles is not None
             else None
         )
+        if self.namer is not None:
+            self.namer.boundary = self.boundary
         self._rebuild = rebuild
         self._observations: dict[str, Observed] = {}
         self._decisions: dict[str, Decision] = {}
@@ -136,12 +158,16 @@ class Reconciler:
         self._applied: dict[tuple[Path, str], str] = {}
         self._controllers: set[Path] = set()
         self._plan: Plan | None = None
+        self._plan_inputs: tuple[NodeState, tuple[PodView, ...], tuple[tuple[str, Decision], ...]] | None = None
+        self._plan_positions: dict[str, tuple[int, PodPlan]] = {}
         self._sweep: Sweep | None = None
         self._usage: dict[UsageKey, float] = {}
         self.snapshot: Snapshot | None = None
         self.passes = 0
         self.sweeps = 0
         self.blocked: str | None = None
+        self.kubelet_replaced = False
+        """The kubelet's CPU manager checkpoint was replaced under its file mount: a restart is the cure."""
         self.audit = audit
         self._auditing = False
         if not rebuild:
@@ -295,6 +321,7 @@ class Reconciler:
             return False
         start = self.clock()
         views, malformed = self.pods.views()
+        views = [self._confirm_mirror_owner(view) for view in views]
         for view in views:
             if view.mirror_refused is not None:
                 self.reporter.mirror_refused(view)
@@ -332,11 +359,12 @@ class Reconciler:
         )
         if changed or (self.store is not None and self.store.stale):
             self._checkpoint()
-        plan = self.planner.plan(views, self._decisions)
+        plan = self._plan_for(views)
         self._plan = plan
         full = self._full or changed
         self._full = False
         policy = self.kubelet()
+        self.kubelet_replaced = policy.replaced
         self.reporter.kubelet(policy)
         if self.blocked is not None and not policy.pinning:
             full = True  # nothing was written while the kubelet pinned: write everything now
@@ -349,6 +377,7 @@ class Reconciler:
             else:
                 self._apply_targeted(plan)
             self._continue_sweep(pending)
+            self._settle_shared_only(plan)
         self._dirty.clear()
         self._new_cgroups.clear()
         self.snapshot = Snapshot(
@@ -360,6 +389,42 @@ class Reconciler:
         self.passes += 1
         self.reporter.metrics.reconcile_duration.observe(self.clock() - start)
         return True
+
+    def _confirm_mirror_owner(self, view: PodView) -> PodView:
+        """``view``, or a copy no longer a mirror pod when its Node owner's uid is not the Node's (finding 1 of
+        issue 22: the garbage collector's check, ``agent/kube/node_identity.py``)."""
+        if view.mirror_of is None or self.node_identity is None:
+            return view
+        verdict, node_uid = self.node_identity.check(view.mirror_owner_uid or "")
+        if verdict is not OwnerVerdict.MISMATCH:
+            return view
+        return dataclasses.replace(view, mirror_of=None, mirror_refused=view.mirror_of, mirror_owner_mismatch=node_uid)
+
+    def _plan_for(self, views: list[PodView]) -> Plan:
+        """The plan of these pods: the previous one when nothing it is made of changed.
+
+        A periodic pass on a quiet node sees the same pod views (the source hands over the same objects),
+        the same planner state and the same decisions; the plan is then the one already made, and planning
+        110 pods again was the largest part of an idle pass after the cgroup reads (``docs/benchmarks.md``,
+        "Agent at rest").
+        """
+        state = self.planner.snapshot()
+        decisions = tuple(self._decisions.items())
+        inputs = self._plan_inputs
+        if (
+            self._plan is not None
+            and inputs is not None
+            and inputs[0] is state
+            and len(inputs[1]) == len(views)
+            and all(a is b for a, b in zip(inputs[1], views, strict=True))
+            and len(inputs[2]) == len(decisions)
+            and all(a[0] == b[0] and a[1] is b[1] for a, b in zip(inputs[2], decisions, strict=True))
+        ):
+            return self._plan
+        plan = self.planner.plan(views, self._decisions)
+        self._plan_inputs = (state, tuple(views), decisions)
+        self._plan_positions = {pod.uid: (i, pod) for i, pod in enumerate(plan.pods)}
+        return plan
 
     def sweep(self, pending: Pending | None = None) -> bool:
         """Continue an unfinished full pass with the latest plan (no new decisions); False when there is none."""
@@ -395,43 +460,55 @@ class Reconciler:
         for view in sorted(views, key=lambda v: v.uid not in self._observations):
             if view.is_terminal:
                 continue
-            if self.planner.is_admitted(view.uid):
-                if view.uid not in self._decisions:  # restored from the checkpoint: its plan names its devices
-                    held = self.devices.held(view) if self.devices is not None else None
-                    start = self.clock()
-                    decision = self.planner.admit(view, devices=held)
-                    self._decisions[view.uid] = decision
-                    if not decision.already_admitted:  # the CPUs it held were stale: it was admitted again
-                        changed = True
-                        self._dirty.add(view.uid)
-                        if decision.admitted:
-                            plan = self.planner.plan([view], self._decisions).pods[0]
-                            self.reporter.admitted(decision, plan, self.clock() - start)
-                        else:
-                            self.reporter.rejected(decision, self.clock() - start)
-                continue
-            if self._rejected_at.get(view.uid) == self._epoch:
-                continue
-            answer = self.devices.check(view) if self.devices is not None else None
-            if answer is not None and not answer.ready:
-                continue  # its devices are not known yet: asked again on a later pass
-            start = self.clock()
-            decision = self.planner.admit(
-                view, self._observations.pop(view.uid, None), devices=answer.devices if answer is not None else None
-            )
-            seconds = self.clock() - start
-            self._decisions[view.uid] = decision
-            if answer is not None and answer.unknown is not None:
-                self.reporter.devices_unknown(decision, answer.unknown, answer.waited)
-            if decision.admitted:
-                changed = True
-                self._rejected_at.pop(view.uid, None)
-                self._dirty.add(view.uid)
-                self.reporter.admitted(decision, self.planner.plan([view], self._decisions).pods[0], seconds)
-            else:
-                self._rejected_at[view.uid] = self._epoch
-                self.reporter.rejected(decision, seconds)
+            with self.boundary.guard(Stage.POD, pod=(view.namespace, view.name, view.uid)):
+                changed = self._decide_one(view) or changed
         return changed
+
+    def _decide_one(self, view: PodView) -> bool:
+        """Admit one pod that is not terminal (or take a restored one's plan); True when the state changed.
+
+        It runs inside the pod's fault boundary (``agent/fault_boundary.py``): an unexpected exception ends this
+        pod's admission for this pass only.
+        """
+        if self.planner.is_admitted(view.uid):
+            if view.uid in self._decisions:
+                return False
+            # Restored from the checkpoint: its plan names its devices.
+            held = self.devices.held(view) if self.devices is not None else None
+            start = self.clock()
+            decision = self.planner.admit(view, devices=held)
+            self._decisions[view.uid] = decision
+            if decision.already_admitted:
+                return False
+            # The CPUs it held were stale: it was admitted again.
+            self._dirty.add(view.uid)
+            if decision.admitted:
+                plan = self.planner.plan([view], self._decisions).pods[0]
+                self.reporter.admitted(decision, plan, self.clock() - start)
+            else:
+                self.reporter.rejected(decision, self.clock() - start)
+            return True
+        if self._rejected_at.get(view.uid) == self._epoch:
+            return False
+        answer = self.devices.check(view) if self.devices is not None else None
+        if answer is not None and not answer.ready:
+            return False  # its devices are not known yet: asked again on a later pass
+        start = self.clock()
+        decision = self.planner.admit(
+            view, self._observations.pop(view.uid, None), devices=answer.devices if answer is not None else None
+        )
+        seconds = self.clock() - start
+        self._decisions[view.uid] = decision
+        if answer is not None and answer.unknown is not None:
+            self.reporter.devices_unknown(decision, answer.unknown, answer.waited)
+        if not decision.admitted:
+            self._rejected_at[view.uid] = self._epoch
+            self.reporter.rejected(decision, seconds)
+            return False
+        self._rejected_at.pop(view.uid, None)
+        self._dirty.add(view.uid)
+        self.reporter.admitted(decision, self.planner.plan([view], self._decisions).pods[0], seconds)
+        return True
 
     def _observe_live(self, views: list[PodView]) -> dict[str, Observed]:
         """The explicit cpusets on the live cgroups of these pods (for rebuilding a lost checkpoint)."""
@@ -502,13 +579,15 @@ class Reconciler:
         return levels
 
     def _scan_pod(self, uid: str, qos: str) -> ScannedPod | None:
-        try:
-            location = self.layout.find_pod(uid, qos)
-        except CgroupError:
-            return None
-        if location is None:
-            return None
-        return self._rescan(ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=()))
+        with self.boundary.guard(Stage.CGROUP, f"pod cgroup of {uid}"):
+            try:
+                location = self.layout.find_pod(uid, qos)
+            except CgroupError:
+                return None
+            if location is None:
+                return None
+            return self._rescan(ScannedPod(qos=location.qos, uid=uid, path=location.path, containers=()))
+        return None  # an unexpected failure, caught at this cgroup directory's boundary
 
     def _rescan(self, pod: ScannedPod) -> ScannedPod | None:
         """``pod`` with its container cgroups as they are now; None when its cgroup is gone."""
@@ -520,7 +599,7 @@ class Reconciler:
         for name in names:
             parsed = self.layout.parse_container_dir(name)
             if parsed is not None:
-                path = ensure_inside(self.layout.root, pod.path / name)
+                path = ensure_inside(self.layout.root, pod.path / name, resolved_root=self.layout.real_root)
                 containers.append(ScannedContainer(id=parsed[1], runtime=parsed[0], path=path))
         return dataclasses.replace(pod, containers=tuple(containers))
 
@@ -700,19 +779,32 @@ class Reconciler:
                 del self._pending[target.path]
         for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
             del self._pending[path]
-        for pod in plan.pods:
+        if self.dry_run:
+            return
+        # Only the pods written here (in plan order): looking at every pod on every write of a full pass made
+        # the pass quadratic in the pods.
+        positions = self._plan_positions if plan is self._plan else {p.uid: (i, p) for i, p in enumerate(plan.pods)}
+        written = sorted((positions[uid] for uid, done in done_pods.items() if done and uid in positions))
+        for _, pod in written:
             pinned = [c for c in pod.containers if c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT]
-            if self.dry_run:
-                continue
-            if not pinned:  # nothing of its own to pin: its CPUs are the node shared pool once admitted
-                if pod.admitted and readiness_gated(self.pods.raw(pod.uid)):  # it waits for the condition
-                    self.reporter.shared_only(pod)
-                continue
-            if not done_pods.get(pod.uid):
+            if not pinned:
                 continue
             named = self.identities.named(pod.cgroup_key)
             if all(c.name in named for c in pinned):
                 self.reporter.pinned(pod)
+
+    def _settle_shared_only(self, plan: Plan) -> None:
+        """The condition for admitted pods with nothing of their own to pin (their CPUs are the node shared pool)
+        that wait for it (a readiness gate); once per pass."""
+        if self.dry_run:
+            return
+        for pod in plan.pods:
+            if not pod.admitted or any(
+                c.pool != Pool.NODE_SHARED and c.kind != ContainerKind.INIT for c in pod.containers
+            ):
+                continue
+            if readiness_gated(self.pods.raw(pod.uid)):
+                self.reporter.shared_only(pod)
 
     def _sample_usage(self, pod: PodPlan, scanned: ScannedPod) -> dict[UsageKey, float]:
         """CPU seconds per (pool, namespace, pod) of one pod's containers, from their ``cpu.stat``."""

@@ -169,6 +169,10 @@ class Reporter:
         self._warned.add(key)
         self.events.warning(ref, reason, message)
 
+    def pod_warning(self, ref: PodRef, reason: str, message: str) -> None:
+        """A Warning Event on the pod, once per distinct message (the fault boundary's ``PodpinInternalError``)."""
+        self._warn_once(ref, reason, message)
+
     # -- decisions --------------------------------------------------------------------------
     def _stale(self, decision: Decision) -> None:
         """A restored allocation the planner released as stale: a warning line and a Warning Event."""
@@ -362,6 +366,9 @@ class Reporter:
         if self._claims.get(pod.uid) == claim:
             return
         self._claims[pod.uid] = claim
+        if pod.mirror_owner_mismatch is not None:
+            self._mirror_owner_mismatch(pod)
+            return
         self.metrics.cgroup_claims_refused.labels(reason="mirror_not_node_owned").inc()
         self.log.warning(
             "pod.mirror_annotation_ignored",
@@ -376,6 +383,27 @@ class Reporter:
             "PodpinMirrorAnnotationIgnored",
             f"podpin ignores kubernetes.io/config.mirror={pod.mirror_refused} on this pod: no Node owns it, so it "
             "is not a mirror pod; the pod is handled under its own uid",
+        )
+
+    def _mirror_owner_mismatch(self, pod: PodView) -> None:
+        """A pod whose Node owner reference carries another uid than the Node's: not a mirror pod."""
+        self.metrics.cgroup_claims_refused.labels(reason="mirror_owner_uid_mismatch").inc()
+        self.log.warning(
+            "pod.mirror_annotation_ignored",
+            namespace=pod.namespace,
+            pod=pod.name,
+            uid=pod.uid,
+            annotation=pod.mirror_refused,
+            owner_uid=pod.mirror_owner_uid,
+            node_uid=pod.mirror_owner_mismatch,
+            why="its Node owner reference's uid is not the Node's: the kubelet did not create it",
+        )
+        self._warn_once(
+            (pod.namespace, pod.name, pod.uid),
+            "PodpinMirrorAnnotationIgnored",
+            f"podpin ignores kubernetes.io/config.mirror={pod.mirror_refused} on this pod: its Node owner reference "
+            f"has uid {pod.mirror_owner_uid!r}, not the Node's {pod.mirror_owner_mismatch}, so it is not a mirror "
+            "pod; the pod is handled under its own uid",
         )
 
     def cgroup_taken(self, conflict: Conflict) -> None:

@@ -34,14 +34,15 @@ import errno
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.cgroups import Runtime
+from agent.hostfile import open_regular, read_regular_fd
 from agent.runtime.annotations import AnnotationError, BundleIdentity, identity_from_spec
 from agent.runtime.paths import RuntimePaths
 from agent.runtime.vocabulary import IdentityErrorReason
+from agent.safeparse import MAX_DEPTH, DocumentError, check_depth
 
 __all__ = [
     "DEFAULT_RUNTIME_ROOT",
@@ -173,10 +174,19 @@ class BundleReader:
         path, raw = found
         if not raw.strip():
             return NotYet(path=path, reason="config.json is empty")
+        too_deep = Invalid(
+            path=path, reason=IdentityErrorReason.MALFORMED, message=f"{path}: nested deeper than {MAX_DEPTH} levels"
+        )
         try:
             spec = json.loads(raw)
+        except RecursionError:  # the decoder recurses once per bracket: a runtime's bundle is a few levels deep
+            return too_deep
         except ValueError as err:  # JSONDecodeError and UnicodeDecodeError: written in place, maybe half done
             return NotYet(path=path, reason=f"config.json is not complete JSON yet ({err})")
+        try:
+            check_depth(spec, MAX_DEPTH)
+        except DocumentError:
+            return too_deep
         try:
             identity = identity_from_spec(chosen, container_id, spec)
         except AnnotationError as err:
@@ -184,9 +194,8 @@ class BundleReader:
         return Found(identity=identity, path=path)
 
     def _read(self, path: Path) -> bytes | NotYet | Invalid:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fd = os.open(path, flags)
+            fd = open_regular(path)  # O_NOFOLLOW | O_NONBLOCK, regular files only (agent/hostfile.py)
         except FileNotFoundError:
             return NotYet(path=path, reason="no config.json yet")
         except OSError as err:
@@ -194,37 +203,29 @@ class BundleReader:
                 return Invalid(
                     path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: a symlink or not a file"
                 )
+            if err.errno == errno.EINVAL:
+                return Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: not a regular file")
             return Invalid(
                 path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot open: {err.strerror or err}"
             )
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return Invalid(path=path, reason=IdentityErrorReason.NOT_REGULAR, message=f"{path}: not a regular file")
-            if info.st_size > self.max_bytes:
+            size = os.fstat(fd).st_size
+            if size > self.max_bytes:
                 return Invalid(
                     path=path,
                     reason=IdentityErrorReason.OVERSIZE,
-                    message=f"{path}: {info.st_size} bytes, more than the {self.max_bytes} podpin reads",
+                    message=f"{path}: {size} bytes, more than the {self.max_bytes} podpin reads",
                 )
-            chunks: list[bytes] = []
-            size = 0
-            while size <= self.max_bytes:
-                chunk = os.read(fd, self.max_bytes + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            return read_regular_fd(fd, self.max_bytes)
         except OSError as err:
+            if err.errno == errno.EFBIG:  # it grew while it was read
+                return Invalid(
+                    path=path,
+                    reason=IdentityErrorReason.OVERSIZE,
+                    message=f"{path}: more than the {self.max_bytes} bytes podpin reads",
+                )
             return Invalid(
                 path=path, reason=IdentityErrorReason.UNREADABLE, message=f"{path}: cannot read: {err.strerror or err}"
             )
         finally:
             os.close(fd)
-        if size > self.max_bytes:
-            return Invalid(
-                path=path,
-                reason=IdentityErrorReason.OVERSIZE,
-                message=f"{path}: more than the {self.max_bytes} bytes podpin reads",
-            )
-        return b"".join(chunks)

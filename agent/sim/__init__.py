@@ -17,7 +17,7 @@ from agent.sim.measure import ModelResult
 from agent.sim.presets import PRESETS, preset
 from agent.sim.report import render_text, simulation_to_dict
 from agent.sim.scheduler import SCHEDULERS
-from agent.sim.workload import Workload
+from agent.sim.workload import Workload, scaled
 
 __all__ = [
     "MODELS",
@@ -34,6 +34,7 @@ __all__ = [
     "preset",
     "render_text",
     "replay",
+    "scaled",
     "simulate",
     "simulation_to_dict",
     "synthetic_machine",

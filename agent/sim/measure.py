@@ -115,7 +115,7 @@ def measure(replay: Replay, topology: Topology) -> ModelResult:
     threshold = stranded_threshold(replay.pinned, not_admitted)
     aligned = exclusive = total = free = stranded = allocatable_total = used = 0
     for node in replay.nodes:
-        state = node.state
+        state, count = node.state, node.count
         allocatable = state.online - state.reserved
         held = state.cpu.assigned()
         exclusive_mask = 0
@@ -129,17 +129,17 @@ def measure(replay: Replay, topology: Topology) -> ModelResult:
             if pod.bubble is not None:
                 cpus = cpus | pod.bubble
             if cpus and len(topology.numa_of(cpus)) == 1:
-                aligned += 1
-        exclusive += len(CPUSet.from_mask(exclusive_mask))
-        total += len(held)
+                aligned += count
+        exclusive += count * len(CPUSet.from_mask(exclusive_mask))
+        total += count * len(held)
         free_here = allocatable - held
-        free += len(free_here)
-        allocatable_total += len(allocatable)
-        used += 1 if node.plan.pods else 0
+        free += count * len(free_here)
+        allocatable_total += count * len(allocatable)
+        used += count if node.plan.pods else 0
         for numa in topology.numa_ids:
             on_numa = len(free_here & topology.cpus_in_numa(numa))
             if on_numa < threshold:
-                stranded += on_numa
+                stranded += count * on_numa
     return ModelResult(
         pods_total=len(replay.outcomes),
         pods_admitted=sum(admitted.values()),

@@ -32,11 +32,16 @@ class PodOutcome:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeResult:
-    """One node at the end of a replay: the planner's state and the plan of its admitted pods."""
+    """Nodes at the end of a replay: the planner's state and the plan of its admitted pods.
+
+    ``count`` nodes, the lowest being ``index``, ended in this state (``agent/sim/fleet.py``: nodes with the
+    same history share one result).
+    """
 
     index: int
     state: NodeState
     plan: Plan
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

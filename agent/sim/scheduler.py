@@ -44,7 +44,18 @@ from agent.config import AgentConfig
 from agent.pods.model import PodView, effective_requests
 from agent.topology.model import Topology
 
-__all__ = ["MAX_PODS", "SCHEDULERS", "Requests", "Scheduler", "SchedulerName", "node_allocatable", "pod_requests"]
+__all__ = [
+    "MAX_PODS",
+    "SCHEDULERS",
+    "Requests",
+    "Scheduler",
+    "SchedulerName",
+    "allocated_share",
+    "fits",
+    "least_allocated_score",
+    "node_allocatable",
+    "pod_requests",
+]
 
 
 class SchedulerName(StrEnum):
@@ -94,6 +105,33 @@ def node_allocatable(topology: Topology, config: AgentConfig) -> Requests:
     return Requests(cpus * 1000, memory)
 
 
+def fits(allocatable: Requests, requested: Requests, pods: int, pod: Requests) -> bool:
+    """``NodeResourcesFit`` on a node that holds ``pods`` pods requesting ``requested``."""
+    after = requested + pod
+    if pods >= MAX_PODS or after.cpu > allocatable.cpu:
+        return False
+    return not allocatable.memory or after.memory <= allocatable.memory
+
+
+def allocated_share(allocatable: Requests, requested: Requests, pod: Requests) -> float:
+    """The node's requested share (CPU and memory weighted 1:1) after placing the pod."""
+    after = requested + pod
+    shares = [after.cpu / allocatable.cpu if allocatable.cpu else 0.0]
+    if allocatable.memory:
+        shares.append(after.memory / allocatable.memory)
+    return sum(shares) / len(shares)
+
+
+def least_allocated_score(allocatable: Requests, requested: Requests, pod: Requests) -> int:
+    """kube-scheduler's ``NodeResourcesFit`` ``LeastAllocated`` score (0-100) after placing the pod."""
+    after = requested + pod
+    scores = []
+    for total, used in ((allocatable.cpu, after.cpu), (allocatable.memory, after.memory)):
+        if total:
+            scores.append(max(0, total - used) * 100 // total)
+    return sum(scores) // len(scores) if scores else 0
+
+
 class Scheduler:
     """Places pods on ``nodes`` identical nodes and keeps their requested totals."""
 
@@ -118,25 +156,13 @@ class Scheduler:
 
     def least_allocated(self, node: int, pod: Requests) -> int:
         """kube-scheduler's ``NodeResourcesFit`` ``LeastAllocated`` score (0-100) after placing the pod."""
-        after = self._requested[node] + pod
-        scores = []
-        for allocatable, requested in ((self.allocatable.cpu, after.cpu), (self.allocatable.memory, after.memory)):
-            if allocatable:
-                scores.append(max(0, allocatable - requested) * 100 // allocatable)
-        return sum(scores) // len(scores) if scores else 0
+        return least_allocated_score(self.allocatable, self._requested[node], pod)
 
     def _fits(self, node: int, pod: Requests) -> bool:
-        after = self._requested[node] + pod
-        if self._pods[node] >= MAX_PODS or after.cpu > self.allocatable.cpu:
-            return False
-        return not self.allocatable.memory or after.memory <= self.allocatable.memory
+        return fits(self.allocatable, self._requested[node], self._pods[node], pod)
 
     def _score(self, node: int, pod: Requests) -> float:
-        after = self._requested[node] + pod
-        shares = [after.cpu / self.allocatable.cpu if self.allocatable.cpu else 0.0]
-        if self.allocatable.memory:
-            shares.append(after.memory / self.allocatable.memory)
-        return sum(shares) / len(shares)
+        return allocated_share(self.allocatable, self._requested[node], pod)
 
     def pick(self, pod: Requests) -> int | None:
         """The node for a pod with these requests, or None when it fits no node."""

@@ -148,3 +148,51 @@ def test_second_pod_on_a_taken_cgroup_is_reported_and_the_first_left_alone(
         [(e["pod"], e["holder"].split("/")[1]) for e in lines(logs, "pod.cgroup_taken")],
         taken,
     )
+
+
+def test_a_forged_node_owner_never_takes_a_static_pods_cgroup(node: AgentNode, api: ApiServerEmulator) -> None:
+    """Issue 22, finding 1: a tenant pod created before the (recreated) mirror pod, forging every field it can
+    write (the mirror annotation, a controller ownerReference to this Node by kind, name and a made-up uid,
+    ``spec.nodeName``), is no mirror pod: the Node's uid differs. The real mirror pod holds the static pod's
+    cgroup with CPUs of its own; the tenant (admitted first) is pinned on its own cgroup and reported once (log,
+    metric, Warning Event)."""
+    api.objects.add_node("node-1", uid=NODE_OWNER["uid"])
+    forged = make_pod(
+        "etcd-node-1-copy",
+        namespace="tenant",
+        containers=[container("etcd", cpu="2", memory="1Gi")],
+        states={"etcd": "running"},
+        creation_timestamp="2026-01-01T00:00:01Z",
+    )
+    forged["metadata"]["annotations"] = {"kubernetes.io/config.mirror": STATIC_HASH}
+    forged["metadata"]["ownerReferences"] = [
+        {**NODE_OWNER, "uid": "5e0b4c8e-0000-4000-8000-00000000dead", "controller": True, "blockOwnerDeletion": True}
+    ]
+    forged["spec"]["nodeName"] = "node-1"
+    real = node_mirror_pod("etcd-node-1", cpu="2", second=2)
+    api.add_pod(forged)
+    forged_path = kubelet_cgroups(node, forged)
+    api.add_pod(real)
+    node.add_pod(real, manifest=False)
+    with capture_logs() as logs, running(agent_for(node, api)) as agent:
+        wait_until(lambda: node.cpus(real, "etcd") == "2,18", what="the static pod pinned")
+        wait_until(lambda: node.read(forged_path, "cpu.max") == "max 100000", what="the tenant on its own cgroup")
+        wait_until(lambda: events(api), what="the Event")
+        passes = agent.reconciler.passes
+        wait_until(lambda: agent.reconciler.passes >= passes + 2, what="two more passes")
+        refused = sample(agent, "podpin_cgroup_claims_refused_total", reason="mirror_owner_uid_mismatch")
+        taken = sample(agent, "podpin_cgroup_claims_refused_total", reason="cgroup_taken")
+    ignored = lines(logs, "pod.mirror_annotation_ignored")
+    assert (
+        "2,18",
+        "1,17",
+        [("etcd-node-1-copy", "PodpinMirrorAnnotationIgnored")],
+        [("5e0b4c8e-0000-4000-8000-00000000dead", NODE_OWNER["uid"])],
+        (1.0, 0.0),
+    ) == (
+        node.cpus(real, "etcd"),
+        next(node.read(child) for child in forged_path.iterdir() if child.is_dir()),
+        events(api),
+        [(e["owner_uid"], e["node_uid"]) for e in ignored],
+        (refused, taken),
+    )

@@ -381,3 +381,20 @@ def test_missing_controllers_are_enabled_down_the_path(node: AgentNode) -> None:
     enabled = set(node.read(pod_path, "cgroup.subtree_control").split())
     assert ({"cpuset", "cpu"} <= enabled, "1,17") == (True, node.read(container))
     assert 1.0 == sample(agent, "podpin_cgroup_writes_total", file="cgroup.subtree_control", result="ok")
+
+
+def test_an_unchanged_periodic_pass_reuses_the_plan(node: AgentNode) -> None:
+    """A full pass with the same pods, state and decisions keeps the plan object; a release makes a new one."""
+    web, db = gu("web"), gu("db", ts=2)
+    node.add_pod(web)
+    node.add_pod(db)
+    agent = node.run_once()
+    reconciler = agent.reconciler
+    before = reconciler.plan
+    reconciler.request_full()
+    reconciler.run_pass()
+    same = reconciler.plan
+    reconciler.planner.release(db["metadata"]["uid"])
+    reconciler.request_full()
+    reconciler.run_pass()
+    assert (True, False) == (same is before, reconciler.plan is before)

@@ -260,24 +260,62 @@ class TestToggles:
         assert ([], False) == ([p for p in host_paths if p.startswith("/run/")], "runtimeRoot" in _config(objects))
 
     def test_kubelet_state_off(self, tmp_path: Path) -> None:
-        """kubeletState.enabled=false drops the kubelet directory mount and leaves the agent's default paths."""
+        """kubeletState.enabled=false drops the kubelet mounts and leaves the agent's default paths."""
         objects = _render(tmp_path, {"kubeletState": {"enabled": False}})
         host_paths = [host for host, _, _ in _mounts(objects).values()]
         config = _config(objects)
-        expected = (False, False, False)
+        expected: tuple[list[str], bool, bool] = ([], False, False)
         actual = (
-            "/var/lib/kubelet" in host_paths,
+            [p for p in host_paths if p.startswith("/var/lib/kubelet")],
             "kubeletCPUManagerStatePath" in config,
             "podResourcesSocket" in config,
         )
         assert expected == actual
 
     def test_pod_resources_socket_is_under_the_kubelet_mount(self, tmp_path: Path) -> None:
-        """The agent asks the kubelet's PodResources socket where the kubelet directory mount shows it."""
-        objects = _render(tmp_path, {"kubeletState": {"hostPath": "/data/kubelet", "mountPath": "/host/kubelet"}})
+        """The agent asks the kubelet's PodResources socket, and reads its checkpoint and configuration, where the
+        chart mounts them: each file or directory alone, read-only, under mountPath."""
+        objects = _render(tmp_path, {"kubeletState": {"hostPath": "/data/kubelet/", "mountPath": "/host/kubelet"}})
         loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
-        expected = (Path("/host/kubelet/pod-resources/kubelet.sock"), ("/data/kubelet", "Directory", True))
-        assert expected == (loaded.pod_resources_socket, _mounts(objects)["/host/kubelet"])
+        mounts = _mounts(objects)
+        expected = (
+            Path("/host/kubelet/pod-resources/kubelet.sock"),
+            Path("/host/kubelet/cpu_manager_state"),
+            Path("/host/kubelet/config.yaml"),
+            {
+                "/host/kubelet/cpu_manager_state": ("/data/kubelet/cpu_manager_state", "File", True),
+                "/host/kubelet/pod-resources": ("/data/kubelet/pod-resources", "Directory", True),
+                "/host/kubelet/config.yaml": ("/data/kubelet/config.yaml", "File", True),
+            },
+        )
+        actual = (
+            loaded.pod_resources_socket,
+            loaded.kubelet_cpu_manager_state_path,
+            loaded.kubelet_config_path,
+            {path: mount for path, mount in mounts.items() if path.startswith("/host/kubelet")},
+        )
+        assert expected == actual
+
+    @pytest.mark.parametrize("config_file", ["config.yaml", ""])
+    def test_only_what_podpin_reads_of_the_kubelet_directory_is_mounted(self, tmp_path: Path, config_file: str) -> None:
+        """Issue 22, finding 9: the kubelet's root directory holds other pods' secret and token volumes; no mount
+        of the agent or the uninstall hook's reset reaches it or anything in it but the CPU manager checkpoint,
+        the pod-resources directory and the kubelet's configuration file, each read-only."""
+        objects = _render(tmp_path, {"kubeletState": {"configFile": config_file}, "uninstallHook": {"enabled": True}})
+        allowed = {"/var/lib/kubelet/cpu_manager_state", "/var/lib/kubelet/pod-resources"}
+        allowed |= {f"/var/lib/kubelet/{config_file}"} if config_file else set()
+        for name in ("podpin", "podpin-uninstall"):
+            if not any(o.get("kind") == "DaemonSet" and o["metadata"]["name"] == name for o in objects):
+                continue
+            kubelet = {(host, ro) for host, _, ro in _mounts(objects, name).values() if host.startswith("/var/lib/kub")}
+            assert set() == {host for host, ro in kubelet if host not in allowed or not ro}, name
+        agent = {host for host, _, _ in _mounts(objects).values() if host.startswith("/var/lib/kubelet")}
+        assert allowed == agent
+
+    def test_the_agent_may_read_its_node(self, tmp_path: Path) -> None:
+        """Always ``get nodes``: a mirror pod's owner uid is checked against the Node's (issue 22, finding 1)."""
+        rules = _one(_render(tmp_path), "ClusterRole", "podpin")["rules"]
+        assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]} in rules
 
     def test_nrt_off_by_default(self, tmp_path: Path) -> None:
         """By default the agent publishes no NodeResourceTopology, and the chart grants nothing for it nor adds

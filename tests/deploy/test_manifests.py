@@ -464,12 +464,13 @@ class TestRBAC:
         )
 
     def test_cluster_role_grants_only_what_the_agent_uses(self) -> None:
-        """Pods get/list/watch, their status patch (the condition podpin.io/CPUsPinned) and Events create/patch; no
-        nodes, no wildcards."""
+        """Pods get/list/watch, their status patch (the condition podpin.io/CPUsPinned), Events create/patch and
+        its Node's get (a mirror pod's owner uid is checked against it, issue 22); no wildcards."""
         expected = [
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
         ]
         assert expected == _object("ClusterRole")["rules"]
 
@@ -527,7 +528,9 @@ class TestDaemonSet:
                     "sys",
                     "cgroup",
                     "state",
-                    "kubelet-state",
+                    "kubelet-cpu-state",
+                    "kubelet-pod-resources",
+                    "kubelet-config",
                     "nri",
                     "containerd-state",
                     "containerd-sandboxes",
@@ -548,7 +551,8 @@ class TestDaemonSet:
         assert expected == _container()["env"]
 
     def test_host_mounts(self) -> None:
-        """The cgroup tree and the state dir read-write; /sys, the kubelet's directory, the NRI socket's directory and
+        """The cgroup tree and the state dir read-write; /sys, the kubelet's CPU manager checkpoint, pod-resources
+        directory and configuration file (nothing else of its directory, issue 22), the NRI socket's directory and
         the runtimes' state (under the agent's runtimeRoot, at their host paths) read-only. The default cgroupDriver
         auto cannot name the kubelet's subtree (kubepods.slice or kubepods, by node), so the tree is writable; a named
         driver narrows it to the subtree (tests/deploy/test_chart.py, test_only_the_pod_cgroups_are_writable)."""
@@ -561,7 +565,9 @@ class TestDaemonSet:
             "/sys": ("/sys", "Directory", True),
             _effective_config("cgroupRoot"): ("/sys/fs/cgroup", "Directory", False),
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
-            kubelet_dir: ("/var/lib/kubelet", "Directory", True),
+            f"{kubelet_dir}/cpu_manager_state": ("/var/lib/kubelet/cpu_manager_state", "File", True),
+            f"{kubelet_dir}/pod-resources": ("/var/lib/kubelet/pod-resources", "Directory", True),
+            f"{kubelet_dir}/config.yaml": ("/var/lib/kubelet/config.yaml", "File", True),
             "/var/run/nri": ("/var/run/nri", "DirectoryOrCreate", True),
             runtime_root + containerd: (containerd, "DirectoryOrCreate", True),
             runtime_root + sandboxes: (sandboxes, "DirectoryOrCreate", True),
@@ -574,18 +580,23 @@ class TestDaemonSet:
         }
         assert expected == actual
 
-    def test_kubelet_state_is_a_directory_mount_at_its_own_path(self) -> None:
-        """The kubelet's state comes in as its directory (renames show), not over /var/lib/kubelet, unpropagated."""
-        path = Path(_effective_config("kubeletCPUManagerStatePath"))
-        mount, _ = _mounts()[str(path.parent)]
-        expected = ("cpu_manager_state", True, "None", "IfPossible")
-        actual = (
-            path.name,
-            path.parent != Path("/var/lib/kubelet"),
-            mount["mountPropagation"],
-            mount["recursiveReadOnly"],
+    def test_only_what_podpin_reads_of_the_kubelet_directory_is_mounted(self) -> None:
+        """Issue 22, finding 9: no mount reaches the kubelet's root directory (its pods' secret and token volumes)
+        but the files podpin reads, each read-only, at the paths the configuration names, not over the kubelet's."""
+        paths = {str(Path(_effective_config(key))) for key in ("kubeletCPUManagerStatePath", "kubeletConfigPath")} | {
+            str(Path(_effective_config("podResourcesSocket")).parent)
+        }
+        kubelet = {
+            path: (volume["hostPath"]["path"], bool(mount.get("readOnly")))
+            for path, (mount, volume) in _mounts().items()
+            if "hostPath" in volume and volume["hostPath"]["path"].startswith("/var/lib/kubelet")
+        }
+        assert (paths, {True}, False) == (
+            set(kubelet),
+            {read_only for _, read_only in kubelet.values()},
+            any(host in ("/var/lib/kubelet", "/var/lib/kubelet/pods") for host, _ in kubelet.values()),
         )
-        assert expected == actual
+        assert not any(path.startswith("/var/lib/kubelet") for path in kubelet)
 
     def test_args_use_run_flags_and_the_mounted_config(self) -> None:
         """The container runs `podpin run` with known flags; --config is the ConfigMap's file."""

@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agent.alloc import CheckpointError, Planner, state_to_checkpoint
+from agent.cgroups import Runtime
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS
 from agent.cgroups.layout import CgroupLayout, ContainerID, detect_layout
@@ -49,9 +50,11 @@ from agent.pods.manifests import ManifestError, parse_manifest
 from agent.pods.model import pod_from_dict
 from agent.quantity import QuantityError, cpu_millis, is_integral_cpu, memory_bytes, parse_quantity
 from agent.reconcile.pods import PodCache
+from agent.runtime import BundleReader
 from agent.state_store import CHECKPOINT_NAME, StateStore
 from agent.topology.model import TopologyError
 from agent.topology.sysfs import read_topology
+from tests.support.bundles import bundle_path, containerd_annotations
 from tests.support.cgroupfs_builder import build_tree
 from tests.support.podfactory import container, make_pod, resources, sidecar
 from tests.support.sysfs_builder import MACHINES, write_sysfs
@@ -410,6 +413,34 @@ def _kubelet_state(draw: st.DrawFn) -> str:
     return json.dumps(_mutate(draw(_kubelet_documents), draw), default=str)
 
 
+# -- OCI bundles -----------------------------------------------------------------------------------
+_BUNDLE_ID = "a" * 64
+
+
+@cache
+def _bundle_root() -> Path:
+    return _scratch()
+
+
+@st.composite
+def _bundle(draw: st.DrawFn) -> bytes:
+    choice = draw(st.integers(0, 3))
+    if choice == 0:
+        return draw(st.binary(max_size=200))
+    if choice == 1:
+        return draw(st.sampled_from([b"[", b'{"a":', b'{"annotations":{"x":']).map(lambda s: s * 30_000))
+    spec = {"ociVersion": "1.2.0", "annotations": containerd_annotations("0c9e8a54-uid", "app")}
+    return json.dumps(_mutate(spec, draw), default=str).encode()
+
+
+def _bundle_file(data: bytes) -> object:
+    """Issue 22: a bundle nested 100,000 deep once escaped as RecursionError; every outcome is a value now."""
+    path = bundle_path(_bundle_root(), _BUNDLE_ID)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return BundleReader(_bundle_root()).read(_BUNDLE_ID, Runtime.CONTAINERD)
+
+
 # -- sysfs -----------------------------------------------------------------------------------------
 @cache
 def _sysfs() -> tuple[Path, tuple[str, ...]]:
@@ -651,6 +682,14 @@ TARGETS: tuple[Target, ...] = (
             ("cpu.max", {"cpu.max": "9" * 5000 + " 100000"}, ""),
             ("cpuset", {"cpuset.cpus": "9" * 5000}, ""),
         ),
+    ),
+    Target(
+        name="bundle",
+        run=_bundle_file,
+        strategy=_bundle(),
+        errors=(),
+        examples=(b'{"a":' + _brackets(100_000) + b"}", b"[" * 100_000, b"\xff\xfe", b""),
+        worst=(b'{"a":' + _brackets((1 << 20) - 10) + b"}",),
     ),
     Target(
         name="http-request",

@@ -73,6 +73,8 @@ class PodResourcesEmulator:
         self.get_mode = get_mode
         self.delay = 0.0
         self.calls: list[str] = []
+        self.raw_list: bytes | None = None
+        """When set, ``List`` answers these bytes instead of its message (not protobuf, or a huge one)."""
         self._lock = threading.Lock()
         self._release = threading.Event()
         self._allocatable: list[Group] = []
@@ -103,7 +105,7 @@ class PodResourcesEmulator:
             "List": grpc.unary_unary_rpc_method_handler(
                 self._list,
                 request_deserializer=api_pb2.ListPodResourcesRequest.FromString,
-                response_serializer=api_pb2.ListPodResourcesResponse.SerializeToString,
+                response_serializer=self._serialize_list,
             ),
             "GetAllocatableResources": grpc.unary_unary_rpc_method_handler(
                 self._allocatable_resources,
@@ -160,6 +162,9 @@ class PodResourcesEmulator:
                 for container, groups in containers.items()
             ],
         )
+
+    def _serialize_list(self, message: api_pb2.ListPodResourcesResponse) -> bytes:
+        return message.SerializeToString() if self.raw_list is None else self.raw_list
 
     def _list(self, _request: Any, _context: grpc.ServicerContext) -> api_pb2.ListPodResourcesResponse:
         self._enter("List")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
 import threading
@@ -60,3 +62,34 @@ def test_a_dead_holder_leaves_no_stale_lock(tmp_path: Path) -> None:
     holder.wait(10)
     acquire_lock(tmp_path, "podpin reset").release()
     assert "held" == held
+
+
+@pytest.mark.parametrize("command", ["podpin run", "podpin reset"])
+def test_a_planted_symlink_is_refused_and_its_target_untouched(tmp_path: Path, command: str) -> None:
+    """Issue 22, finding 3: ``podpin.lock`` as a symlink (dangling or not) fails with ELOOP; the file it points
+    to keeps its content (it was truncated and overwritten before)."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / LOCK_NAME).symlink_to(victim)
+    (tmp_path / "state2").mkdir()
+    (tmp_path / "state2" / LOCK_NAME).symlink_to(tmp_path / "not-there")
+    errnos = []
+    for directory in (state, tmp_path / "state2"):
+        with pytest.raises(OSError) as raised:
+            acquire_lock(directory, command)
+        errnos.append(raised.value.errno)
+    assert ([errno.ELOOP, errno.ELOOP], "precious\n", False) == (
+        errnos,
+        victim.read_text(),
+        (tmp_path / "not-there").exists(),
+    )
+
+
+def test_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
+    """A FIFO in place of ``podpin.lock`` is not a regular file: EINVAL at once, no wait for a writer."""
+    os.mkfifo(tmp_path / LOCK_NAME)
+    with pytest.raises(OSError) as raised:
+        acquire_lock(tmp_path, "podpin run")
+    assert errno.EINVAL == raised.value.errno

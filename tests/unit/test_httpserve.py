@@ -22,6 +22,9 @@ from agent.httpserve import BoundedHTTPServer, Limits, Request, Response, effect
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 PROBE_TIMEOUT = 1.0  # the kubelet's default timeoutSeconds
+FLOOD_PROBE_TIMEOUT = 10.0
+"""For probes sent while the server is busy writing a flood's answers: the finding is probes reset, not slow ones,
+and a loaded CI machine can starve the server's thread past one second (a flake, not a bound)."""
 
 
 class Server:
@@ -40,11 +43,13 @@ class Server:
     def _answer(request: Request) -> Response:
         if request.path == "/boom":
             raise RuntimeError("handler broke")
+        if request.path == "/big":
+            return Response(status=200, content_type="text/plain", body=b"x" * (8 << 20))
         return Response(status=200, content_type="text/plain", body=f"{request.method} {request.path}\n".encode())
 
-    def probe(self, path: str = "/healthz") -> tuple[int, bytes]:
+    def probe(self, path: str = "/healthz", *, timeout: float = PROBE_TIMEOUT) -> tuple[int, bytes]:
         try:
-            with _OPENER.open(f"http://127.0.0.1:{self.port}{path}", timeout=PROBE_TIMEOUT) as response:
+            with _OPENER.open(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as response:
                 return response.status, response.read()
         except urllib.error.HTTPError as err:
             return err.code, err.read()
@@ -99,6 +104,28 @@ def test_probe_answers_under_500_idle_connections(server: Server) -> None:
         counted[1] <= 32,
         counted[2] <= 32 + 1,
     )
+
+
+def test_probes_answer_while_every_connection_is_answering_a_client_that_never_reads(server: Server) -> None:
+    """Issue 22, finding 7: 32 clients ask for an 8 MiB answer and never read it, so no open connection can be
+    closed to make room; the probe slots still answer every ``/healthz`` and ``/readyz`` probe, and a request for
+    anything else on a probe slot is closed unanswered."""
+    clients = _connect(server.port, 32)
+    for client in clients:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+        client.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    try:
+        time.sleep(0.3)
+        paths = ["/healthz" if n % 2 else "/readyz" for n in range(20)]
+        answers = [server.probe(path, timeout=FLOOD_PROBE_TIMEOUT)[0] for path in paths]
+        other = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        other.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        refused = _closed_by_server(other)
+        other.close()
+    finally:
+        for client in clients:
+            client.close()
+    assert ([200] * 20, True) == (answers, refused)
 
 
 def test_slow_drip_clients_are_dropped_at_the_deadline(server: Server) -> None:

@@ -6,7 +6,6 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,19 +27,6 @@ from tests.support.machines import machine
 from tests.support.podfactory import container, make_pod, resources
 
 _ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """Each test configures logging its own way; afterwards structlog and the root logger are as before."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for handler in [h for h in root.handlers if h not in handlers]:
-        root.removeHandler(handler)
-    root.setLevel(level)
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
 
 
 class _Terminal(io.StringIO):

@@ -203,6 +203,14 @@ class TestLoad:
             StateStore(tmp_path).load()
         assert f"{tmp_path}/{CHECKPOINT_NAME}: cannot read: not a regular file" == str(err.value)
 
+    def test_a_fifo_is_refused_without_waiting(self, tmp_path: Path) -> None:
+        """Issue 22, finding 4: a FIFO in the checkpoint's place is refused at once (it blocked the agent in
+        ``open`` before its first log line, with no writer ever coming)."""
+        os.mkfifo(tmp_path / CHECKPOINT_NAME)
+        with pytest.raises(CheckpointError) as err:
+            StateStore(tmp_path).load()
+        assert f"{tmp_path}/{CHECKPOINT_NAME}: cannot read: not a regular file" == str(err.value)
+
     def test_round_trip(self, tmp_path: Path) -> None:
         """What save() writes, load() reads back equal; the file is indented JSON with a checksum."""
         store = StateStore(tmp_path / "new")

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from agent.cpuset import CPUSet
 from agent.nri import (
@@ -99,6 +100,44 @@ def test_split_synchronize_is_collected_into_one_handler_call() -> None:
     with connected(handler, runtime=runtime) as (_, conn, _nri, _reports):
         assert [("synchronize", 5, 5)] == [(n, len(p), len(c)) for n, p, c in handler.calls]
         assert [(True, 0), (True, 0), (False, 1)] == [(r.more, len(r.update)) for r in conn.sync_responses]
+
+
+def test_synchronize_beyond_the_bounds_answers_what_it_kept_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22, finding 5: past ``MAX_SYNC_CONTAINERS`` the rest of a Synchronize is counted, not kept; the last
+    chunk is answered for what was kept, and a ``truncated`` outcome names what was left out."""
+    from agent.nri import service
+
+    monkeypatch.setattr(service, "MAX_SYNC_CONTAINERS", 3)
+    pods = [make_pod(f"u{i}") for i in range(5)]
+    containers = [make_container(f"c{i}", pods[i]) for i in range(5)]
+    handler = RecordingHandler(
+        answers={"synchronize": lambda _p, _c: [ContainerUpdate(container_id="c0", cpu_quota=-1)]}
+    )
+    runtime = {"pods": pods, "containers": containers, "sync_chunk": 2}
+    with connected(handler, runtime=runtime) as (_, conn, _nri, reports):
+        kept = [(n, [p.uid for p in ps], [c.id for c in cs]) for n, ps, cs in handler.calls]
+        truncated = [o.error for o in reports.calls(CallResult.TRUNCATED)]
+        answers = [(r.more, len(r.update)) for r in conn.sync_responses]
+    assert [("synchronize", ["u0", "u1", "u2"], ["c0", "c1", "c2"])] == kept
+    assert [(True, 0), (True, 0), (False, 1)] == answers
+    assert [True] == ["2 pods and 2 containers left out" in str(error) for error in truncated]
+
+
+def test_synchronize_bytes_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_SYNC_BYTES`` of chunks nothing more is kept (a runtime that never ends its Synchronize grew the
+    agent to 578 MB); the handler gets what came before."""
+    from agent.nri import service
+
+    pods = [make_pod(f"u{i}") for i in range(6)]
+    containers = [make_container(f"c{i}", pods[i]) for i in range(6)]
+    one_chunk = len(pb.SynchronizeRequest(pods=pods[:2], containers=containers[:2], more=True).SerializeToString())
+    monkeypatch.setattr(service, "MAX_SYNC_BYTES", one_chunk + 10)
+    handler = RecordingHandler()
+    runtime = {"pods": pods, "containers": containers, "sync_chunk": 2}
+    with connected(handler, runtime=runtime) as (_, _conn, _nri, reports):
+        kept = [(len(ps), len(cs)) for _, ps, cs in handler.calls]
+        truncated = reports.calls(CallResult.TRUNCATED)
+    assert ([(2, 2)], 1) == (kept, len(truncated))
 
 
 @pytest.mark.parametrize("mode", list(NRIGeneration))
@@ -303,6 +342,19 @@ def test_malformed_cpuset_from_the_runtime_is_invalid_and_skips_the_handler() ->
         assert NRIMethod.CREATE_CONTAINER == invalid.event
         assert "Container bad linux.resources.cpu.cpus" in (invalid.error or "")
         assert ["synchronize"] == handler.names()
+
+
+def test_refused_requests_warn_once_per_cause_per_interval() -> None:
+    """Issue 22, finding 8: 500 malformed CreateContainer requests are one warning line (the rest debug lines held
+    back), while every one is still reported and answered."""
+    handler = RecordingHandler()
+    with capture_logs() as logs, connected(handler) as (_, conn, _nri, reports):
+        for n in range(500):
+            conn.create_container(POD, make_container(f"bad{n}", POD, cpus="0-x"))
+        wait_for(lambda: len(reports.calls(CallResult.INVALID)) == 500)
+    warnings = [line for line in logs if line["event"] == "nri.call" and line["log_level"] == "warning"]
+    held = [line for line in logs if line["event"] == "nri.call" and line.get("throttled")]
+    assert (1, 499) == (len(warnings), len(held))
 
 
 def test_state_change_of_an_unsubscribed_event_is_ignored() -> None:

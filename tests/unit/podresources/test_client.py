@@ -162,3 +162,51 @@ def test_a_dead_socket_file_is_unavailable(tmp_path: Path) -> None:
             client.list()
         assert ErrorKind.UNAVAILABLE == caught.value.kind
         assert time.monotonic() - start < 1.5
+
+
+def test_an_answer_that_is_not_protobuf_is_unavailable(kubelet: PodResourcesEmulator) -> None:
+    """Issue 22, finding 2: bytes that do not decode are "unavailable", never a DecodeError out of the client."""
+    kubelet.raw_list = b"\xff" * 64
+    with pytest.raises(PodResourcesError) as caught:
+        PodResourcesClient(kubelet.socket, timeout=2.0).list()
+    assert ErrorKind.UNAVAILABLE == caught.value.kind
+    assert "the answer is not a valid ListPodResourcesResponse" in str(caught.value)
+
+
+def test_a_socket_with_a_full_backlog_is_unavailable(tmp_path: Path) -> None:
+    """Issue 22, finding 2: a socket that never accepts gives timeouts, then "unavailable" (grpclib's
+    ``AttributeError: ... '_transport'`` is a transport failure), on every later call."""
+    path = tmp_path / "kubelet.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as full:
+        full.bind(str(path))
+        full.listen(0)
+        client = PodResourcesClient(path, timeout=0.3)
+        kinds = []
+        for _ in range(4):
+            with pytest.raises(PodResourcesError) as caught:
+                client.list()
+            kinds.append(caught.value.kind)
+    assert set() == set(kinds) - {ErrorKind.TIMEOUT, ErrorKind.UNAVAILABLE}
+
+
+def test_an_answer_over_the_cap_is_refused_before_it_is_read(kubelet: PodResourcesEmulator) -> None:
+    """Issue 22, finding 6: an answer longer than ``max_answer_bytes`` is "unavailable", named with its size."""
+    from agent.podresources.v1 import api_pb2
+
+    big = api_pb2.ListPodResourcesResponse(pod_resources=[api_pb2.PodResources(name="x" * (2 << 20))])
+    kubelet.raw_list = big.SerializeToString()
+    with pytest.raises(PodResourcesError) as caught:
+        PodResourcesClient(kubelet.socket, timeout=5.0, max_answer_bytes=1 << 20).list()
+    assert ErrorKind.UNAVAILABLE == caught.value.kind
+    assert f"an answer of {len(kubelet.raw_list)} bytes, more than the {1 << 20} podpin reads" in str(caught.value)
+
+
+def test_the_default_cap_is_below_the_charts_memory_limit() -> None:
+    """The cap is 16 MiB, a twelfth of the chart's memory limit (a 62 MiB answer peaked at 258 MB, over it)."""
+    import yaml
+
+    from agent.podresources import MAX_ANSWER_BYTES
+    from tests.support.paths import REPO
+
+    values = yaml.safe_load((REPO / "deploy/helm/podpin/values.yaml").read_text())
+    assert ("192Mi", 16 << 20) == (values["resources"]["limits"]["memory"], MAX_ANSWER_BYTES)

@@ -113,6 +113,21 @@ def test_json_array_is_malformed(root: Path) -> None:
     assert IdentityErrorReason.MALFORMED == outcome.reason
 
 
+@pytest.mark.parametrize("depth", [100_000, 65])
+def test_deeply_nested_bundle_is_malformed(root: Path, depth: int) -> None:
+    """A complete config.json nested deeper than the manifests' bound is malformed, never a RecursionError.
+
+    Issue 22, finding 2: ``{"a":[[[...]]]}`` 100,000 deep crash-looped the agent; 65 deep is one past the bound.
+    """
+    write_raw_bundle(root, CID, b'{"a":' + b"[" * depth + b"]" * depth + b"}")
+    outcome = BundleReader(root).read(CID, Runtime.CONTAINERD)
+    assert isinstance(outcome, Invalid), outcome
+    assert (IdentityErrorReason.MALFORMED, f"{bundle_path(root, CID)}: nested deeper than 64 levels") == (
+        outcome.reason,
+        outcome.message,
+    )
+
+
 def test_oversize_bundle_is_refused(root: Path) -> None:
     """A config.json larger than ``max_bytes`` is refused before it is parsed."""
     write_bundle(root, CID, {**containerd_annotations(UID, "app"), "padding": "x" * 5000})
