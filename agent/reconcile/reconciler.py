@@ -264,9 +264,19 @@ class Reconciler:
 
     # -- NRI: the runtime asks before a container exists (``nri_desk.py``) ------------------------
     def find_view(self, uid: str) -> PodView | None:
-        """The readable pod whose uid or cgroup uid (a static pod's config hash) is ``uid``, or None."""
+        """The readable pod whose uid or cgroup uid (a static pod's config hash) is ``uid``, or None.
+
+        A mirror pod's claim on a static pod's cgroup is held to its Node owner's uid here too, as in a pass: the
+        NRI path asks by the cgroup's uid, and a forged mirror pod must not answer for the static pod's container.
+        """
         views, _ = self.pods.views()
-        return next((v for v in views if uid in (v.uid, v.cgroup_uid)), None)
+        for view in views:
+            if uid == view.uid:
+                return view
+            if uid == view.cgroup_uid:
+                confirmed = self._confirm_mirror_owner(view)
+                return confirmed if confirmed.cgroup_uid == uid else None
+        return None
 
     def pod_plan(self, uid: str) -> PodPlan | None:
         """The latest plan of the pod whose uid or cgroup key is ``uid``, or None."""

@@ -150,12 +150,10 @@ def test_second_pod_on_a_taken_cgroup_is_reported_and_the_first_left_alone(
     )
 
 
-def test_a_forged_node_owner_never_takes_a_static_pods_cgroup(node: AgentNode, api: ApiServerEmulator) -> None:
-    """Issue 22, finding 1: a tenant pod created before the (recreated) mirror pod, forging every field it can
-    write (the mirror annotation, a controller ownerReference to this Node by kind, name and a made-up uid,
-    ``spec.nodeName``), is no mirror pod: the Node's uid differs. The real mirror pod holds the static pod's
-    cgroup with CPUs of its own; the tenant (admitted first) is pinned on its own cgroup and reported once (log,
-    metric, Warning Event)."""
+def _forged_mirror_pod(api: ApiServerEmulator) -> dict[str, Any]:
+    """A tenant pod forging every field it can write to pass for the static pod's mirror (finding 1 of issue 22):
+    the mirror annotation, a controller ownerReference to this Node by kind, name and a made-up uid, and
+    ``spec.nodeName``; the Node itself has another uid."""
     api.objects.add_node("node-1", uid=NODE_OWNER["uid"])
     forged = make_pod(
         "etcd-node-1-copy",
@@ -169,6 +167,16 @@ def test_a_forged_node_owner_never_takes_a_static_pods_cgroup(node: AgentNode, a
         {**NODE_OWNER, "uid": "5e0b4c8e-0000-4000-8000-00000000dead", "controller": True, "blockOwnerDeletion": True}
     ]
     forged["spec"]["nodeName"] = "node-1"
+    return forged
+
+
+def test_a_forged_node_owner_never_takes_a_static_pods_cgroup(node: AgentNode, api: ApiServerEmulator) -> None:
+    """Issue 22, finding 1: a tenant pod created before the (recreated) mirror pod, forging every field it can
+    write (the mirror annotation, a controller ownerReference to this Node by kind, name and a made-up uid,
+    ``spec.nodeName``), is no mirror pod: the Node's uid differs. The real mirror pod holds the static pod's
+    cgroup with CPUs of its own; the tenant (admitted first) is pinned on its own cgroup and reported once (log,
+    metric, Warning Event)."""
+    forged = _forged_mirror_pod(api)
     real = node_mirror_pod("etcd-node-1", cpu="2", second=2)
     api.add_pod(forged)
     forged_path = kubelet_cgroups(node, forged)
@@ -196,3 +204,17 @@ def test_a_forged_node_owner_never_takes_a_static_pods_cgroup(node: AgentNode, a
         [(e["owner_uid"], e["node_uid"]) for e in ignored],
         (refused, taken),
     )
+
+
+def test_the_nri_lookup_by_a_static_pods_cgroup_never_finds_a_forged_mirror_pod(
+    node: AgentNode, api: ApiServerEmulator
+) -> None:
+    """The NRI path asks for a container's pod by its cgroup's uid (a static pod's config hash): a forged mirror
+    pod does not answer for it, though it is found by its own uid."""
+    forged = _forged_mirror_pod(api)
+    api.add_pod(forged)
+    with running(agent_for(node, api)) as agent:
+        wait_until(lambda: agent.reconciler.passes >= 1, what="a pass")
+        by_cgroup = agent.reconciler.find_view(STATIC_HASH)
+        by_uid = agent.reconciler.find_view(forged["metadata"]["uid"])
+    assert (None, "etcd-node-1-copy") == (by_cgroup, by_uid.name if by_uid is not None else None)
