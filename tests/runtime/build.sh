@@ -6,7 +6,8 @@
 #
 # Each module's binaries go to ${PODPIN_RUNTIMES_DIR:-/tmp/podpin-runtimes}/<name>/bin; a build whose go.mod and
 # go.sum are unchanged since the last one is skipped (the stamp is their hash), so a second run costs nothing.
-# Go comes from PATH or /usr/local/go/bin; modules from the Go module proxy (GOPROXY as configured). Builds run
+# Go comes from PATH or /usr/local/go/bin and must be at least each go.mod's `go` line (1.25 to 1.26.8 here: Debian
+# 12's golang-go 1.19 is too old); modules from the Go module proxy (GOPROXY as configured). Builds run
 # under `nice` on few cores: about 4 minutes per containerd on 2 cores, cold. containerd is built without cgo
 # (no btrfs or devmapper snapshotters: the VM uses "native"), runc with cgo (its nsenter is C) and without
 # seccomp (no libseccomp needed; the tests' containers ask for none).
@@ -15,6 +16,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out_root="${PODPIN_RUNTIMES_DIR:-/tmp/podpin-runtimes}"
 export PATH="$PATH:/usr/local/go/bin"
 command -v go >/dev/null || { echo "tests/runtime/build.sh: no go in PATH or /usr/local/go/bin" >&2; exit 2; }
+# One build at a time (scripts/test builds in the background while a test may ask for the same runtime).
+mkdir -p "$out_root"
+exec 9>"$out_root/.build.lock"
+flock 9
 names=("$@")
 if [ ${#names[@]} -eq 0 ] || [ "${names[0]}" = all ]; then
   names=()

@@ -72,6 +72,12 @@ class ContainerdConfig:
     nri: bool = False
     nri_socket: Path = Path("/var/run/nri/nri.sock")
     sandbox_image: str = ociimage.PAUSE_IMAGE.ref
+    runc: Path | None = None
+    """The runc binary (None: ``runtime_bin/runc``)."""
+    version: int = 2
+    """The configuration's version: 2 (containerd 1.7) or 3 (2.x: the CRI plugin split into images and runtime)."""
+    nri_request_timeout: str | None = None
+    """NRI's ``plugin_request_timeout`` (None: the runtime's default, 2 s)."""
 
     @property
     def address(self) -> Path:
@@ -87,39 +93,86 @@ class ContainerdConfig:
         """Where the CRI containers' OCI bundles (``<id>/config.json``) are."""
         return self.state / "io.containerd.runtime.v2.task" / CRI_NAMESPACE
 
+    @property
+    def runc_path(self) -> Path:
+        return self.runc if self.runc is not None else self.runtime_bin / "runc"
+
     def toml(self) -> str:
         """The configuration file's text."""
         q = _toml_string
+        head = [
+            f"version = {self.version}",
+            f"root = {q(self.root)}",
+            f"state = {q(self.state)}",
+            f"disabled_plugins = [{', '.join(q(name) for name in _DISABLED_PLUGINS)}]",
+            "[grpc]",
+            f"  address = {q(self.address)}",
+            '[plugins."io.containerd.nri.v1.nri"]',
+            f"  disable = {'false' if self.nri else 'true'}",
+            f"  socket_path = {q(self.nri_socket)}",
+            f"  plugin_path = {q(self.base / 'nri-plugins')}",
+            f"  plugin_config_path = {q(self.base / 'nri-conf')}",
+        ]
+        if self.nri_request_timeout is not None:
+            head.append(f"  plugin_request_timeout = {q(self.nri_request_timeout)}")
+        return "\n".join(head + (self._cri_v2() if self.version == 2 else self._cri_v3()))
+
+    def _cri_v3(self) -> list[str]:
+        """containerd 2.x: images (snapshotter, the pinned sandbox image) and runtime (runc, CNI) are two plugins;
+        the transfer service unpacks imports into the native snapshotter."""
+        q = _toml_string
+        images, runtime = 'plugins."io.containerd.cri.v1.images"', 'plugins."io.containerd.cri.v1.runtime"'
+        transfer = 'plugins."io.containerd.transfer.v1.local"'
+        return [
+            # A restarted containerd 2.x reconnects to each running shim within io.containerd.timeout.shim.load
+            # (5 s), else it kills the shim and its container: under TCG six shims took longer.
+            "[timeouts]",
+            '  "io.containerd.timeout.shim.load" = "60s"',
+            '  "io.containerd.timeout.shim.cleanup" = "30s"',
+            # ``ctr images import`` goes through the transfer service, which unpacks only for the platforms listed
+            # (by default those of the default snapshotter, overlayfs, which does not load on the guest's tmpfs).
+            f"[{transfer}]",
+            f"  [[{transfer}.unpack_config]]",
+            '    platform = "linux/amd64"',
+            '    snapshotter = "native"',
+            f"[{images}]",
+            '  snapshotter = "native"',
+            f"  [{images}.pinned_images]",
+            f"    sandbox = {q(self.sandbox_image)}",
+            f"[{runtime}]",
+            f"  [{runtime}.containerd]",
+            '    default_runtime_name = "runc"',
+            f"    [{runtime}.containerd.runtimes.runc]",
+            '      runtime_type = "io.containerd.runc.v2"',
+            f"      [{runtime}.containerd.runtimes.runc.options]",
+            "        SystemdCgroup = false",
+            f"        BinaryName = {q(self.runc_path)}",
+            f"  [{runtime}.cni]",
+            f"    bin_dirs = [{q(self.base / 'cni-bin')}]",
+            f"    conf_dir = {q(self.base / 'cni-conf')}",
+            "",
+        ]
+
+    def _cri_v2(self) -> list[str]:
+        """containerd 1.7: one CRI plugin."""
+        q = _toml_string
         cri = 'plugins."io.containerd.grpc.v1.cri"'
-        return "\n".join(
-            [
-                "version = 2",
-                f"root = {q(self.root)}",
-                f"state = {q(self.state)}",
-                f"disabled_plugins = [{', '.join(q(name) for name in _DISABLED_PLUGINS)}]",
-                "[grpc]",
-                f"  address = {q(self.address)}",
-                '[plugins."io.containerd.nri.v1.nri"]',
-                f"  disable = {'false' if self.nri else 'true'}",
-                f"  socket_path = {q(self.nri_socket)}",
-                f"  plugin_path = {q(self.base / 'nri-plugins')}",
-                f"  plugin_config_path = {q(self.base / 'nri-conf')}",
-                f"[{cri}]",
-                f"  sandbox_image = {q(self.sandbox_image)}",
-                f"  [{cri}.containerd]",
-                '    snapshotter = "native"',
-                '    default_runtime_name = "runc"',
-                f"    [{cri}.containerd.runtimes.runc]",
-                '      runtime_type = "io.containerd.runc.v2"',
-                f"      [{cri}.containerd.runtimes.runc.options]",
-                "        SystemdCgroup = false",
-                f"        BinaryName = {q(self.runtime_bin / 'runc')}",
-                f"  [{cri}.cni]",
-                f"    bin_dir = {q(self.base / 'cni-bin')}",
-                f"    conf_dir = {q(self.base / 'cni-conf')}",
-                "",
-            ]
-        )
+        return [
+            f"[{cri}]",
+            f"  sandbox_image = {q(self.sandbox_image)}",
+            f"  [{cri}.containerd]",
+            '    snapshotter = "native"',
+            '    default_runtime_name = "runc"',
+            f"    [{cri}.containerd.runtimes.runc]",
+            '      runtime_type = "io.containerd.runc.v2"',
+            f"      [{cri}.containerd.runtimes.runc.options]",
+            "        SystemdCgroup = false",
+            f"        BinaryName = {q(self.runc_path)}",
+            f"  [{cri}.cni]",
+            f"    bin_dir = {q(self.base / 'cni-bin')}",
+            f"    conf_dir = {q(self.base / 'cni-conf')}",
+            "",
+        ]
 
 
 @dataclass(slots=True)
@@ -141,7 +194,8 @@ class Containerd:
     def _env(self) -> dict[str, str]:
         # The runtime's own bin first: the shim looks runc up on PATH too, and Debian 13's containerd
         # package would otherwise find nothing (or a runc built for a newer glibc).
-        path = f"{self.config.runtime_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        system = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        path = f"{self.config.runtime_bin}:{self.config.runc_path.parent}:{system}"
         return {"PATH": path, "HOME": "/root", "LANG": "C.UTF-8"}
 
     def start(self) -> CRIClient:

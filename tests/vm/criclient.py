@@ -107,6 +107,12 @@ class CRIClient:
             "RemoveContainer", pb.RemoveContainerRequest(container_id=container_id), pb.RemoveContainerResponse, None
         )
 
+    def update_container_resources(self, container_id: str, linux: pb.LinuxContainerResources) -> None:
+        """``UpdateContainerResources`` (an in-place resize): containerd merges ``linux`` into the container's spec
+        (which keeps the cpuset it was created with) and runs ``runc update`` with the result, after NRI."""
+        request = pb.UpdateContainerResourcesRequest(container_id=container_id, linux=linux)
+        self._call("UpdateContainerResources", request, pb.UpdateContainerResourcesResponse, None)
+
     def close(self) -> None:
         """Close the channel."""
         self._channel.close()

@@ -23,6 +23,7 @@ import heapq
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -40,8 +41,9 @@ from tests.vm import ociimage
 from tests.vm.agentpods import PodSpec, agent_config, kubelet_state_none
 from tests.vm.agentrun import free_port, http_get, log_events, metric_samples, started_line, unprivileged, wait_ready
 from tests.vm.background import Background, podpin
-from tests.vm.containerd import Containerd, ContainerdConfig, runtime_bin
+from tests.vm.containerd import Containerd, ContainerdConfig
 from tests.vm.crikubelet import CRIKubelet, PodRun, first_view, probe_uptime
+from tests.vm.matrix import MATRIX, RuntimeChoice
 from tests.vm.pinwindow import WindowObserver
 from tests.vm.runtimepods import manifest
 from tests.vm.scenario import wait_until
@@ -173,10 +175,20 @@ class RuntimeNode:
         base: guest scratch space for the agent's pods, state and configuration.
     """
 
-    def __init__(self, workdir: Path, vm_dir: Path, *, base: Path = Path("/tmp/podpin-rt")) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        vm_dir: Path,
+        *,
+        base: Path = Path("/tmp/podpin-rt"),
+        runtime: RuntimeChoice = MATRIX["containerd-1.7"],
+        built_root: Path = Path("/tmp/podpin-runtimes"),
+    ) -> None:
         self.workdir = workdir
         self.vm_dir = vm_dir
         self.base = base
+        self.runtime = runtime
+        self.built_root = built_root
         shutil.rmtree(base, ignore_errors=True)
         self.pods_dir = base / "pods"
         self.state_dir = base / "state"
@@ -185,9 +197,7 @@ class RuntimeNode:
             directory.mkdir(parents=True, exist_ok=True)
         self.kubelet_state = base / "cpu_manager_state"
         self.kubelet_state.write_text(kubelet_state_none())
-        self.containerd = Containerd(
-            ContainerdConfig(runtime_bin=runtime_bin(vm_dir)), log_path=workdir / "containerd.log"
-        )
+        self.containerd = Containerd(self.containerd_config(nri=False), log_path=workdir / "containerd.log")
         self.kubelet: CRIKubelet | None = None
         self.status = StatusWriter(self.pods_dir)
         self.status.start()
@@ -200,11 +210,19 @@ class RuntimeNode:
         self.runs: dict[str, PodRun] = {}
 
     # -- the runtime --------------------------------------------------------------------------
+    def containerd_config(self, *, nri: bool, request_timeout: str | None = None) -> ContainerdConfig:
+        """The chosen runtime's configuration (its binaries, runc, config version) with NRI on or off."""
+        return ContainerdConfig(
+            runtime_bin=self.runtime.bin_dir(self.vm_dir, self.built_root),
+            runc=self.runtime.runc(self.vm_dir, self.built_root),
+            version=self.runtime.config_version,
+            nri=nri,
+            nri_request_timeout=request_timeout,
+        )
+
     def start_runtime(self, *, nri: bool = False) -> dict[str, Any]:
         """Start containerd (NRI on or off), import the images, make the kubepods tree; returns what it saw."""
-        self.containerd = Containerd(
-            ContainerdConfig(runtime_bin=runtime_bin(self.vm_dir), nri=nri), log_path=self.containerd.log_path
-        )
+        self.containerd = Containerd(self.containerd_config(nri=nri), log_path=self.containerd.log_path)
         client = self.containerd.start()
         version = client.version()
         images = self.containerd.import_images(self.vm_dir / "runtime" / "busybox")
@@ -215,7 +233,8 @@ class RuntimeNode:
             "runtime_api": version.runtime_api_version,
             "start_seconds": self.containerd.start_seconds[-1],
             "images": [image for image in images if not image.startswith("sha256:")],
-            "runc": (self.vm_dir / "runtime" / "versions").read_text().splitlines()[-1],
+            "runc": _runc_version(self.containerd.config.runc_path),
+            "matrix": self.runtime.name,
         }
 
     @property
@@ -234,8 +253,7 @@ class RuntimeNode:
         if self.containerd.config.nri != mode.containerd_nri:
             self.containerd.stop()
             self.containerd = Containerd(
-                ContainerdConfig(runtime_bin=runtime_bin(self.vm_dir), nri=mode.containerd_nri),
-                log_path=self.containerd.log_path,
+                self.containerd_config(nri=mode.containerd_nri), log_path=self.containerd.log_path
             )
             self.cri.client = self.containerd.start()
         self.mode = mode
@@ -460,10 +478,19 @@ def container_records(
 
 
 def _spec_cpus(path: Path) -> str | None:
-    """``linux.resources.cpu.cpus`` of an OCI ``config.json``, or None."""
-    try:
-        spec = json.loads(path.read_text())
-    except (OSError, ValueError):
+    """``linux.resources.cpu.cpus`` of an OCI ``config.json``, or None.
+
+    A file that cannot be read or parsed is read again for up to a second (the runtime may be rewriting it); a
+    complete spec without a cpuset is None at once.
+    """
+    spec = None
+    for _ in range(20):
+        try:
+            spec = json.loads(path.read_text())
+            break
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    if not isinstance(spec, dict):
         return None
     cpus = (((spec.get("linux") or {}).get("resources") or {}).get("cpu") or {}).get("cpus")
     return cpus if isinstance(cpus, str) and cpus else None
@@ -476,3 +503,9 @@ def _wait(probe: Callable[[], Any], deadline: float) -> Any:
         if value is not None or time.monotonic() >= deadline:
             return value
         time.sleep(0.02)
+
+
+def _runc_version(runc: Path) -> str:
+    """The first line of ``runc --version``."""
+    proc = subprocess.run([str(runc), "--version"], capture_output=True, text=True, timeout=30, check=False)
+    return (proc.stdout or proc.stderr).splitlines()[0] if (proc.stdout or proc.stderr) else f"exit {proc.returncode}"

@@ -23,7 +23,17 @@ from typing import Any
 
 from tests.vm.agentpods import ContainerSpec, PodSpec, classic_guaranteed_pod, product_story_pod, timestamp
 
-__all__ = ["STATUS_DELAY", "bench_pod", "cache_pod", "doomed_pod", "late_pod", "manifest", "restart_pod", "story_pod"]
+__all__ = [
+    "STATUS_DELAY",
+    "bench_pod",
+    "cache_pod",
+    "doomed_pod",
+    "late_pod",
+    "manifest",
+    "resize_pod",
+    "restart_pod",
+    "story_pod",
+]
 
 STATUS_DELAY = 2.0
 """Seconds between a container starting and its containerID reaching the (simulated) API server."""
@@ -71,6 +81,22 @@ def doomed_pod(order: int) -> PodSpec:
         containers=tuple(
             ContainerSpec(name=f"c{i}", cpu_request="1", cpu_limit="1", memory_request="32Mi", memory_limit="32Mi")
             for i in range(3)
+        ),
+    )
+
+
+def resize_pod(order: int) -> PodSpec:
+    """A Guaranteed pod of one exclusive container ``x`` (1 CPU) and one fractional container ``s`` (500m, on the
+    shared pool): the pool ``s`` runs on shrinks when another pod takes an exclusive CPU."""
+    return PodSpec(
+        name="resize",
+        namespace="default",
+        uid="9d4e5f60-7182-4394-a5b6-c7d8e9fa0b1c",
+        created=timestamp(order),
+        qos="guaranteed",
+        containers=(
+            ContainerSpec(name="x", cpu_request="1", cpu_limit="1", memory_request="32Mi", memory_limit="32Mi"),
+            ContainerSpec(name="s", cpu_request="500m", cpu_limit="500m", memory_request="32Mi", memory_limit="32Mi"),
         ),
     )
 

@@ -1,4 +1,7 @@
-"""Guest scenario for ``test_runtime_e2e.py``: podpin against a real containerd 1.7 + runc, the suite as the kubelet.
+"""Guest scenario for ``test_runtime_e2e.py``: podpin against a real containerd + runc, the suite as the kubelet.
+
+Arguments after ``--results``: the matrix entry (``matrix.py``, default ``containerd-1.7``) and the directory of
+the built runtimes.
 
 Steps (one VM boot, 8 vCPUs on 2 NUMA nodes; see ``runtimenode.py`` for the node):
 
@@ -25,6 +28,9 @@ Steps (one VM boot, 8 vCPUs on 2 NUMA nodes; see ``runtimenode.py`` for the node
 - ``nri_restart_agent``: podpin SIGKILLed and started again: Synchronize names every running container
   (adoption), nothing moves.
 - ``nri_delete_during_create``: the doomed pod of ``delete_during_create`` again, in NRI mode.
+- ``nri_resize``: an in-place resize (UpdateContainerResources without a cpuset) of a container whose pool changed
+  since it was created: NRI's UpdateContainer is answered from the plan, so ``runc update`` writes the planned set.
+- ``runtime_log``: containerd's log lines about deprecated StateChange use and NRI errors.
 
 In the ``api`` and ``bundle`` steps podpin keeps its default ``nri.enabled: true`` while containerd's NRI is
 off (the runtime refuses plugins: no socket); the NRI log lines of each run are recorded (``nri_events``).
@@ -42,8 +48,18 @@ from typing import Any
 from agent.topology.codec import topology_to_dict
 from agent.topology.sysfs import read_topology
 from tests.vm import ociimage
+from tests.vm.cri import cri_api_pb2 as pb
+from tests.vm.matrix import MATRIX
 from tests.vm.runtimenode import MODES, RuntimeNode, container_records
-from tests.vm.runtimepods import STATUS_DELAY, cache_pod, doomed_pod, late_pod, restart_pod, story_pod
+from tests.vm.runtimepods import (
+    STATUS_DELAY,
+    cache_pod,
+    doomed_pod,
+    late_pod,
+    resize_pod,
+    restart_pod,
+    story_pod,
+)
 from tests.vm.scenario import Scenario, wait_until
 
 VM_DIR = Path(os.environ.get("PODPIN_VM_DIR") or "/tmp/podpin-vm")
@@ -212,10 +228,60 @@ def nri_delete_during_create_step(node: RuntimeNode, out: dict[str, Any]) -> Non
     out["nri_events"] = nri_events(node, since)
 
 
+def nri_resize_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """An in-place resize after the pool changed: the shared container's cpuset is the planned one at every read.
+
+    ``resize`` starts (NRI answers ``s`` with the shared pool), then a 1-CPU pod takes a CPU of that pool (podpin
+    narrows ``s`` directly); then the kubelet stand-in resizes ``s`` (UpdateContainerResources with a new quota and no
+    cpuset, as a kubelet with the CPU manager off sends it; containerd merges it into the spec, which still holds the
+    creation-time cpuset, and runs ``runc update`` after asking NRI).
+    """
+    since = len(node.agent_events())
+    spec, taker = resize_pod(9), cache_pod(10, suffix="f")
+    node.start_pods([spec], ociimage.SLEEP_IMAGE, status_delay=STATUS_DELAY)
+    run = node.runs[spec.uid]
+    shared = run.container_cgroup("s")
+    out["created"] = (shared / "cpuset.cpus").read_text().strip()
+    node.start_pods([taker], ociimage.SLEEP_IMAGE, status_delay=STATUS_DELAY)
+
+    def narrowed() -> str | None:
+        value = (shared / "cpuset.cpus").read_text().strip()
+        return value if value != out["created"] else None
+
+    planned = wait_until("s narrowed to the new pool", narrowed, timeout=30)
+    out["planned_before"] = node.plan().get((spec.uid, "s"))
+    out["narrowed"] = planned
+    resized_at = time.monotonic()
+    resources = pb.LinuxContainerResources(cpu_period=100000, cpu_quota=75000, cpu_shares=768)
+    node.cri.client.update_container_resources(run.containers["s"], resources)
+    time.sleep(SETTLE)
+    child = node.observer.child(run.containers["s"])
+    out["values_after_resize"] = [v for at, v in (child.values if child else []) if at >= resized_at]
+    out["final"] = (shared / "cpuset.cpus").read_text().strip()
+    out["cpu_max"] = (shared / "cpu.max").read_text().strip()
+    out["planned_after"] = node.plan().get((spec.uid, "s"))
+    events = node.agent_events()[since:]
+    out["errors"] = [e for e in events if e.get("event") in ("cgroup.error", "nri.invalid_input")]
+    out["metrics"] = node.metrics()
+
+
+def runtime_log_step(node: RuntimeNode) -> dict[str, Any]:
+    """What containerd logged about the plugin: NRI's deprecated-StateChange warnings (none expected where NRI calls
+    the dedicated methods: podpin implements them), and its NRI errors."""
+    text = node.containerd.log_path.read_text(errors="replace")
+    lines = text.splitlines()
+    return {
+        "deprecated_state_change": [line[-300:] for line in lines if "deprecated StateChange" in line],
+        "nri_errors": [line[-300:] for line in lines if "level=error" in line and "nri" in line.lower()][:20],
+    }
+
+
 def main() -> int:
     """Every step in order; the node is torn down at the end whatever failed."""
     sc = Scenario.from_argv("runtime")
-    node = RuntimeNode(sc.workdir, VM_DIR)
+    name = sc.args[0] if sc.args else "containerd-1.7"
+    built_root = Path(sc.args[1]) if len(sc.args) > 1 else Path("/tmp/podpin-runtimes")
+    node = RuntimeNode(sc.workdir, VM_DIR, runtime=MATRIX[name], built_root=built_root)
     try:
         with sc.step("runtime") as out:
             out.update(node.start_runtime(nri=False))
@@ -239,6 +305,10 @@ def main() -> int:
             nri_restart_agent_step(node, out)
         with sc.step("nri_delete_during_create") as out:
             nri_delete_during_create_step(node, out)
+        with sc.step("nri_resize") as out:
+            nri_resize_step(node, out)
+        with sc.step("runtime_log") as out:
+            out.update(runtime_log_step(node))
     finally:
         node.close()
     status: int = sc.finish()

@@ -1,6 +1,9 @@
-"""podpin against a real containerd 1.7 + runc in the VM, the suite playing the kubelet over CRI.
+"""podpin against a real containerd + runc in the VM, the suite playing the kubelet over CRI, per runtime of the matrix.
 
-One VM boot (8 vCPUs, 2 NUMA nodes) runs ``scenario_runtime.py`` (see its docstring for the steps). The
+The matrix (``matrix.py``): containerd 1.7 (Debian's) and containerd 2.2, 2.3, 2.4 built from their Go modules with
+runc 1.5.3; ``PODPIN_RUNTIMES=ci`` (the default: 1.7 and 2.4), ``all``, or names. The built ones are built (or found
+built) before the first boot. Per runtime, one VM boot (8 vCPUs, 2 NUMA nodes) runs ``scenario_runtime.py`` (see its
+docstring for the steps). The
 expected CPUs come from ``podpin plan`` run here on the host with the guest's topology and the agent's
 configuration; everything else is what the kernel reported in the guest: the ``Cpus_allowed_list`` each
 container printed as its first action, each cgroup's ``cpuset.cpus.effective``, and every value its
@@ -23,14 +26,29 @@ import pytest
 import yaml
 
 from agent.cpuset import CPUSet
-from tests.vm import harness, ociimage
+from tests.vm import harness, matrix, ociimage
 from tests.vm.harness import GuestRun, Step, VMConfig
 from tests.vm.planexpect import interim_sets, planned_cpus, pod_key, run_plan
 from tests.vm.runtimepods import STATUS_DELAY, cache_pod, doomed_pod, story_pod
 
-runtime = harness.scenario_fixture(
-    "scenario_runtime.py", VMConfig(cpus=8, nodes=2, timeout_s=900), env={"VM_ENV": "PODPIN_VM_DIR"}
-)
+_RUNTIMES = matrix.selected()
+
+
+@pytest.fixture(scope="module", params=_RUNTIMES, ids=[r.name for r in _RUNTIMES])
+def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
+    """One VM boot per runtime of the matrix running the whole scenario."""
+    harness.require_vm()
+    choice: matrix.RuntimeChoice = request.param
+    matrix.build((choice,))
+    workdir = tmp_path_factory.mktemp(f"vm-runtime-{choice.name}")
+    return harness.run_scenario(
+        harness.VM_TESTS / "scenario_runtime.py",
+        VMConfig(cpus=8, nodes=2, timeout_s=1800),  # a hang guard: 7-15 min per runtime, by load
+        workdir,
+        args=[choice.name, str(matrix.runtimes_dir())],
+        env={"VM_ENV": "PODPIN_VM_DIR"},
+    )
+
 
 MODES = ("api", "bundle", "nri")
 SUFFIX = {"api": "a", "bundle": "b", "nri": "d"}
@@ -74,10 +92,20 @@ def _planned(plan: Mapping[str, Any], mode: str) -> dict[tuple[str, str], str]:
 
 
 def test_containerd_serves_cri(runtime: GuestRun) -> None:
-    """containerd 1.7 from Debian 13 with Debian 12's runc answers CRI v1 in the guest; the images are local."""
+    """The matrix's containerd (1.7 from Debian 13 with Debian 12's runc, or 2.x built with runc 1.5.3) answers CRI v1
+    in the guest, at its version; the images are local."""
     step = runtime.step("runtime")
-    actual = (step["runtime"].startswith("containerd 1.7."), step["runtime_api"], step["images"])
+    choice = matrix.MATRIX[step["matrix"]]
+    actual = (step["runtime"].startswith(f"containerd {choice.version}"), step["runtime_api"], step["images"])
     assert (True, "v1", sorted(i.ref for i in ociimage.IMAGES)) == actual, step.explain
+
+
+def test_no_deprecated_state_change_warning(runtime: GuestRun) -> None:
+    """containerd logs no deprecated-StateChange warning for podpin: with NRI v0.12+ it calls the dedicated
+    RunPodSandbox/StopPodSandbox/RemovePodSandbox/RemoveContainer, which podpin serves (earlier NRI sends them as
+    StateChange, which is not deprecated there)."""
+    step = runtime.step("runtime_log")
+    assert [] == step["deprecated_state_change"], step.explain
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -304,3 +332,23 @@ class TestDeleteDuringCreate:
         doomed = CPUSet().union(*(CPUSet.parse(c) for c in step["planned"].values()))
         actual = (step["pod_cgroup_removed"], CPUSet.parse(fresh["planned"]) <= doomed, fresh["effective"])
         assert (True, True, fresh["planned"]) == actual, step.explain
+
+
+class TestNRIResize:
+    """An in-place resize (UpdateContainerResources, no cpuset) of a shared container after its pool shrank."""
+
+    def test_the_pool_changed_after_creation(self, runtime: GuestRun) -> None:
+        """The container was created on the whole shared pool and narrowed directly when another pod took a CPU."""
+        step = runtime.step("nri_resize")
+        created, narrowed = CPUSet.parse(step["created"]), CPUSet.parse(step["narrowed"])
+        actual = (narrowed != created and narrowed <= created, step["narrowed"] == step["planned_before"])
+        assert (True, True) == actual, step.explain
+
+    def test_every_read_after_the_resize_is_the_planned_set(self, runtime: GuestRun) -> None:
+        """containerd re-sends the creation-time cpuset with the resize; podpin's UpdateContainer answer replaces it,
+        so every ``cpuset.cpus`` value read after the resize is the planned one, and the new quota lands."""
+        step = runtime.step("nri_resize")
+        planned = step["planned_after"]
+        stale = [v for v in step["values_after_resize"] if v != planned]
+        actual = (stale, step["final"], step["cpu_max"], step["errors"])
+        assert ([], planned, "75000 100000", []) == actual, step.explain

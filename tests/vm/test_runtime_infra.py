@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -20,7 +21,8 @@ import yaml
 
 from agent.cpuset import CPUSet
 from agent.pods.model import pod_from_dict
-from tests.vm import ociimage
+from tests.support.paths import REPO
+from tests.vm import matrix, ociimage
 from tests.vm.containerd import ContainerdConfig
 from tests.vm.cri import cri_api_pb2 as pb
 from tests.vm.crikubelet import first_view, log_lines, pod_cgroup_name, probe_uptime
@@ -58,6 +60,8 @@ def test_generated_code_matches_the_proto(tmp_path: Path) -> None:
         ("LinuxContainerResources", "cpuset_cpus", 6),
         ("CreateContainerRequest", "sandbox_config", 3),
         ("StopContainerRequest", "timeout", 2),
+        ("UpdateContainerResourcesRequest", "container_id", 1),
+        ("UpdateContainerResourcesRequest", "linux", 2),
     ],
 )
 def test_wire_field_numbers(message: str, field: str, number: int) -> None:
@@ -66,7 +70,7 @@ def test_wire_field_numbers(message: str, field: str, number: int) -> None:
 
 
 def test_service_and_enum_names() -> None:
-    """The gRPC service is ``runtime.v1.RuntimeService`` with the eight calls used; NODE is namespace mode 2."""
+    """The gRPC service is ``runtime.v1.RuntimeService`` with the nine calls used; NODE is namespace mode 2."""
     service = pb.DESCRIPTOR.services_by_name["RuntimeService"]
     methods = sorted(service.methods_by_name)
     expected = sorted(
@@ -79,6 +83,7 @@ def test_service_and_enum_names() -> None:
             "StartContainer",
             "StopContainer",
             "RemoveContainer",
+            "UpdateContainerResources",
         ]
     )
     assert ("runtime.v1.RuntimeService", expected, 2) == (service.full_name, methods, pb.NODE)
@@ -229,3 +234,67 @@ def test_status_writer_publishes_late_and_forgets_deleted_pods(tmp_path: Path) -
         [w[1] for w in writer.written],
     )
     assert ([f"containerd://{'a' * 64}"], False, [kept.uid]) == actual
+
+
+def test_containerd_2_config() -> None:
+    """containerd 2.x (version 3): the images plugin unpacks into native and pins the sandbox image, the runtime plugin
+    runs the chosen runc with cgroupfs, CNI directories under /tmp, NRI's request timeout when given, a shim load
+    timeout long enough for TCG, and an import that unpacks into the native snapshotter."""
+    runc = Path("/tmp/podpin-runtimes/runc/bin/runc")
+    text = ContainerdConfig(runtime_bin=Path("/r/bin"), runc=runc, version=3, nri=True, nri_request_timeout="1s").toml()
+    config = tomllib.loads(text)
+    images = config["plugins"]["io.containerd.cri.v1.images"]
+    runtime = config["plugins"]["io.containerd.cri.v1.runtime"]
+    runc_options = runtime["containerd"]["runtimes"]["runc"]["options"]
+    actual = {
+        "version": config["version"],
+        "snapshotter": images["snapshotter"],
+        "sandbox": images["pinned_images"]["sandbox"],
+        "runc": (runc_options["BinaryName"], runc_options["SystemdCgroup"]),
+        "cni": (runtime["cni"]["bin_dirs"], runtime["cni"]["conf_dir"]),
+        "nri_timeout": config["plugins"]["io.containerd.nri.v1.nri"]["plugin_request_timeout"],
+        "shim_load": config["timeouts"]["io.containerd.timeout.shim.load"],
+        "unpack": config["plugins"]["io.containerd.transfer.v1.local"]["unpack_config"],
+    }
+    expected = {
+        "version": 3,
+        "snapshotter": "native",
+        "sandbox": "podpin.local/pause:1",
+        "runc": (str(runc), False),
+        "cni": (["/tmp/ctrd/cni-bin"], "/tmp/ctrd/cni-conf"),
+        "nri_timeout": "1s",
+        "shim_load": "60s",
+        "unpack": [{"platform": "linux/amd64", "snapshotter": "native"}],
+    }
+    assert expected == actual
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        ("", ["containerd-1.7", "containerd-2.4"]),
+        ("ci", ["containerd-1.7", "containerd-2.4"]),
+        ("all", ["containerd-1.7", "containerd-2.2", "containerd-2.3", "containerd-2.4"]),
+        ("containerd-2.2, containerd-2.3", ["containerd-2.2", "containerd-2.3"]),
+    ],
+)
+def test_matrix_selection(value: str, names: list[str]) -> None:
+    """``PODPIN_RUNTIMES`` picks the CI part (default), all, or named runtimes."""
+    assert names == [r.name for r in matrix.selected({"PODPIN_RUNTIMES": value})]
+
+
+def test_matrix_names_an_unknown_runtime() -> None:
+    """A name the matrix does not hold is refused with the known names."""
+    with pytest.raises(ValueError, match=r"\['containerd-1.6'\] not in the matrix"):
+        matrix.selected({"PODPIN_RUNTIMES": "containerd-1.6"})
+
+
+def test_matrix_nri_versions_are_the_vendored_ones() -> None:
+    """Each built runtime's NRI version is the one its go.mod resolves (tests/runtime/<name>/go.mod)."""
+    found = {}
+    for choice in matrix.MATRIX.values():
+        if choice.built:
+            text = (REPO / "tests" / "runtime" / choice.name / "go.mod").read_text()
+            vendored = re.search(r"github.com/containerd/nri (v[0-9.]+)", text)
+            found[choice.name] = vendored.group(1) if vendored else None
+    assert {n: c.nri for n, c in matrix.MATRIX.items() if c.built} == found

@@ -255,3 +255,15 @@ class RemoveContainerRequest(_message.Message):
 class RemoveContainerResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class UpdateContainerResourcesRequest(_message.Message):
+    __slots__ = ("container_id", "linux")
+    CONTAINER_ID_FIELD_NUMBER: _ClassVar[int]
+    LINUX_FIELD_NUMBER: _ClassVar[int]
+    container_id: str
+    linux: LinuxContainerResources
+    def __init__(self, container_id: _Optional[str] = ..., linux: _Optional[_Union[LinuxContainerResources, _Mapping]] = ...) -> None: ...
+
+class UpdateContainerResourcesResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

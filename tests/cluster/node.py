@@ -1,0 +1,253 @@
+"""Host side: the cluster's node, a QEMU guest running containerd and the real kubelet (guest_node.py).
+
+The guest's topology (sockets, cores, threads, NUMA nodes, memory) and the kubelet's configuration are
+parameters (:class:`NodeSpec`), so other harnesses (issue 17's differential runs) build on the same node.
+Network: QEMU's user network with `restrict=on` on 10.0.0.0/24; the only ways out of the guest are a guestfwd of
+the `kubernetes` Service's address (10.0.0.1:443) to the API server on 127.0.0.1 (relay.py per connection) and
+a hostfwd from 127.0.0.1:<port> to the kubelet's 10250, which only the API server's egress proxy dials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.cluster import build
+from tests.cluster.certs import write_kubeconfig
+from tests.cluster.controlplane import API_SERVICE_IP, NETWORK, NODE_IP, NODE_NAME, ControlPlane
+from tests.cluster.procs import ClusterError, free_port, tail, wait_for
+
+__all__ = ["GATEWAY", "GuestNode", "NodeSpec", "guest_modules", "kubelet_configuration"]
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_IN_VM = REPO / "tests" / "vm" / "run-in-vm.sh"
+GATEWAY = "10.0.0.2"
+"""QEMU's own address on its user network (the guest's default route)."""
+READY_TIMEOUT = 900.0
+
+
+def _vm_dir() -> Path:
+    return Path(os.environ.get("PODPIN_VM_DIR", "/tmp/podpin-vm"))
+
+
+def modules_dir() -> Path:
+    """Where tests/cluster/guest-modules.sh put the guest's NIC and bridge modules for the VM's kernel."""
+    kver = (_vm_dir() / "kver").read_text().strip()
+    return build.build_dir().parent / "guest-modules" / kver
+
+
+def guest_modules() -> str | None:
+    """Why the guest's extra kernel modules are missing (with the command to run), or None when present."""
+    try:
+        present = (modules_dir() / "order").is_file()
+    except FileNotFoundError:
+        return "no VM kernel: run tests/vm/vm-setup.sh"
+    return None if present else f"no guest network modules in {modules_dir()}: run tests/cluster/guest-modules.sh"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSpec:
+    """The guest's shape and the kubelet's configuration (merged over :func:`kubelet_configuration`)."""
+
+    cpus: int = 4
+    numa_nodes: int = 1
+    sockets: int | None = None
+    threads: int = 1
+    memory_mb: int = 4096
+    kubelet: dict[str, Any] = field(default_factory=dict)
+    nri: bool = True
+    images: tuple[Path, ...] = ()
+    """OCI archives imported into the guest's containerd (k8s.io namespace) before the kubelet starts."""
+
+
+def kubelet_configuration(ca: Path, cert: Path, key: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The KubeletConfiguration of the test node: a real node's security, cgroupfs, generous timeouts for TCG.
+
+    `cpuManagerPolicy: none` unless overridden; eviction thresholds low (the guest's disks are tmpfs); swap
+    tolerated (the guest has none, the check is for hosts).
+    """
+    config: dict[str, Any] = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "cgroupDriver": "cgroupfs",
+        "cpuManagerPolicy": "none",
+        "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(ca)},
+        },
+        "authorization": {"mode": "Webhook"},
+        "tlsCertFile": str(cert),
+        "tlsPrivateKeyFile": str(key),
+        "failSwapOn": False,
+        "runtimeRequestTimeout": "10m",
+        "nodeStatusUpdateFrequency": "10s",
+        "nodeLeaseDurationSeconds": 120,
+        "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "resolvConf": "",
+        "serializeImagePulls": False,
+        "maxPods": 30,
+    }
+    config.update(overrides)
+    return config
+
+
+@dataclass(slots=True)
+class GuestNode:
+    """The booted guest; `start()` returns once the Node is Ready in the API."""
+
+    plane: ControlPlane
+    workdir: Path
+    spec: NodeSpec = field(default_factory=NodeSpec)
+    kubelet_port: int = field(default_factory=free_port)
+    qemu: subprocess.Popen[bytes] | None = None
+    _serial: int = 0
+
+    @property
+    def shared(self) -> Path:
+        """The directory the guest writes (VM_RW): logs, the command channel."""
+        return self.workdir / "shared"
+
+    def logs(self) -> list[Path]:
+        """The node's logs for failure messages."""
+        return [self.shared / "kubelet.log", self.shared / "containerd.log", self.workdir / "vm.log"]
+
+    def _write_config(self) -> Path:
+        shared, pki = self.shared, self.plane.pki
+        shared.mkdir(parents=True, exist_ok=True)
+        certs = shared / "pki"
+        certs.mkdir(exist_ok=True)
+        for identity in (pki.ca, pki.kubelet_client, pki.kubelet_serving):
+            shutil.copy(identity.cert, certs / identity.cert.name)
+            shutil.copy(identity.key, certs / identity.key.name)
+        kubeconfig = write_kubeconfig(
+            shared / "kubelet.kubeconfig",
+            server=f"https://{API_SERVICE_IP}:443",
+            ca=certs / "ca.crt",
+            user=type(pki.kubelet_client)(cert=certs / "kubelet-client.crt", key=certs / "kubelet-client.key"),
+        )
+        kubelet = kubelet_configuration(
+            certs / "ca.crt", certs / "kubelet-serving.crt", certs / "kubelet-serving.key", self.spec.kubelet
+        )
+        (shared / "kubelet-config.json").write_text(json.dumps(kubelet, indent=1))
+        relay = shared / "relay-api"
+        relay.write_text(f"#!/bin/sh\ncd {REPO}\nexec {sys.executable} -m tests.cluster.relay {self.plane.api_port}\n")
+        relay.chmod(0o755)
+        config = {
+            "shared": str(shared),
+            "vm_dir": str(_vm_dir()),
+            "modules": str(modules_dir()),
+            "node_ip": NODE_IP,
+            "gateway": GATEWAY,
+            "node_name": NODE_NAME,
+            "kubelet": str(build.binary("kubelet", self.plane.version)),
+            "kubeconfig": str(kubeconfig),
+            "nri": self.spec.nri,
+            "images": [str(image) for image in self.spec.images],
+        }
+        path = shared / "node.json"
+        path.write_text(json.dumps(config, indent=1))
+        return path
+
+    def _qemu_env(self) -> dict[str, str]:
+        spec = self.spec
+        net = (
+            f"user,id=n0,restrict=on,net={NETWORK},host={GATEWAY},dns=10.0.0.3,"
+            f"hostfwd=tcp:127.0.0.1:{self.kubelet_port}-{NODE_IP}:10250,"
+            f"guestfwd=tcp:{API_SERVICE_IP}:443-cmd:{self.shared / 'relay-api'}"
+        )
+        env = dict(os.environ)
+        env.update(
+            VM_CPUS=str(spec.cpus),
+            VM_NODES=str(spec.numa_nodes),
+            VM_SOCKETS=str(spec.sockets or spec.numa_nodes),
+            VM_THREADS=str(spec.threads),
+            VM_MEM_MB=str(spec.memory_mb),
+            VM_RW=str(self.shared),
+            VM_TIMEOUT="7200",
+            VM_BOOT_TIMEOUT="120",
+            VM_CGROUP_ENABLE="+cpu,+cpuset,+memory,+pids,+io,+hugetlb",
+            VM_QEMU_OPTS=f"-netdev {net} -device virtio-net-pci,netdev=n0",
+            VM_CONSOLE_LOG=str(self.workdir / "console.log"),
+        )
+        return env
+
+    def start(self) -> GuestNode:
+        """Boot the guest, wait for the kubelet to register and the Node to be Ready."""
+        config = self._write_config()
+        if self.plane.proxy is not None:
+            self.plane.proxy.routes[f"{NODE_IP}:10250"] = self.kubelet_port
+        with (self.workdir / "vm.log").open("ab") as log:
+            self.qemu = subprocess.Popen(
+                [str(RUN_IN_VM), sys.executable, "-m", "tests.cluster.guest_node", str(config)],
+                cwd=REPO,
+                env=self._qemu_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        logs = self.logs()
+        wait_for(
+            "the guest node's containerd and kubelet to start (shared/node-up)",
+            self._up,
+            timeout=READY_TIMEOUT,
+            logs=logs,
+            every=2.0,
+        )
+        wait_for(f"Node {NODE_NAME} to be Ready", self.ready, timeout=READY_TIMEOUT, logs=logs, every=3.0)
+        return self
+
+    def _up(self) -> bool:
+        if self.qemu is not None and self.qemu.poll() is not None:
+            raise ClusterError(
+                f"the VM exited ({self.qemu.returncode}) before the node was up:\n{tail(self.workdir / 'vm.log')}"
+            )
+        return (self.shared / "node-up").exists()
+
+    def ready(self) -> bool:
+        """Whether the Node's Ready condition is True."""
+        result = self.plane.admin.run("get", "node", NODE_NAME, "-o", "json", check=False)
+        if result.returncode != 0:
+            return False
+        conditions = json.loads(result.stdout)["status"].get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def sh(self, *argv: str, timeout: float = 120.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run `argv` in the guest (as root, outside any container) through the command channel."""
+        self._serial += 1
+        commands = self.shared / "cmd"
+        commands.mkdir(exist_ok=True)
+        request = commands / f"{self._serial:06d}.json"
+        partial = request.with_suffix(".part")
+        partial.write_text(json.dumps({"argv": list(argv), "timeout": timeout}))
+        partial.rename(request)
+        answer = request.with_suffix(".out.json")
+        wait_for(f"the guest to run {' '.join(argv)}", answer.exists, timeout=timeout + 60, logs=self.logs(), every=0.2)
+        result = json.loads(answer.read_text())
+        done = subprocess.CompletedProcess(list(argv), result["rc"], result["stdout"], result["stderr"])
+        if check and done.returncode != 0:
+            raise ClusterError(f"guest: {' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done
+
+    def stop(self) -> None:
+        """Ask the guest to stop its kubelet and containerd and power off; kill QEMU if it does not."""
+        if self.qemu is None:
+            return
+        (self.shared / "stop").touch()
+        try:
+            self.qemu.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.qemu.pid, 15)
+            self.qemu.wait(30)
+        self.qemu = None
+        time.sleep(0)
