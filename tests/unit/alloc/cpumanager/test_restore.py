@@ -27,7 +27,11 @@ from tests.support.podfactory import container, make_pod, resources, sidecar
 from tests.support.strategies import pod_specs
 
 TOPOLOGY = machine(sockets=2, numa_per_socket=1, cores_per_numa=6, threads=1)
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Random pods are filtered to the admissible ones with gaps to restore; some draws filter more than Hypothesis's
+# health check allows (seen once in CI-like runs), which says nothing about the rule under test.
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+)
 
 
 def _planner(scope: str = "pod", state: Any = None) -> Planner:
