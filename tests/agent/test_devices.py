@@ -7,7 +7,6 @@ with the PodResources emulator on a unix socket of its own. The machine is the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -92,12 +91,12 @@ def test_devices_never_named_are_admitted_after_the_timeout(tmp_path: Any, kubel
     node = node_with(tmp_path, kubelet, "1s")
     node.add_pod(pod)
     with capture_logs() as logs, running(node.agent()) as agent:
-        started = time.monotonic()
         wait_until(lambda: _admitted(agent, pod), what="admitted after the wait")
-        waited = time.monotonic() - started
         count = sample(agent, "podpin_devices_unknown_total")
     found = lines(logs, "pod.devices_unknown", pod="trainer")
-    assert (True, 1.0, 1) == (waited >= 0.9, count, len(found))
+    # The wait as the agent measured it from its first sight of the pod (a clock started here, after the agent
+    # started, undercounts it on a loaded machine).
+    assert (1.0, 1, True) == (count, len(found), found[0]["waited_seconds"] >= 1.0 if found else None)
     assert f"PodResources names no device of {GPU} for container train" == found[0]["problem"]
 
 
