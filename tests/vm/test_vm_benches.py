@@ -9,11 +9,13 @@ of the figures is asserted, never their values.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.support.paths import REPO
@@ -22,6 +24,38 @@ VM_BENCHES = {
     "bench_pin_latency_vm.py": ("vm_ms", "native_estimate_ms", "pinned"),
     "bench_pin_window.py": ("p50_ms", "p99_ms", "native_p99_ms_est"),
 }
+
+
+SMOKE_TIMEOUT = 1800.0
+"""Seconds a smoke run may take; past them its whole session (the bench, run-in-vm.sh's ``timeout``, QEMU) is killed."""
+
+
+def _kill_session(sid: int) -> None:
+    """Kill every process of session ``sid``: ``timeout`` puts QEMU in a process group of its own, so killing the
+    bench's group would leave a guest running for up to an hour beside the rest of the suite."""
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid:
+                proc.kill()
+        except (psutil.Error, OSError):
+            continue
+
+
+def run_smoke(argv: list[str]) -> None:
+    """Run a bench to the end; on a failure or past :data:`SMOKE_TIMEOUT`, fail naming it (with its stderr tail)."""
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        _, err = proc.communicate(timeout=SMOKE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        _kill_session(proc.pid)
+        _, err = proc.communicate()
+        pytest.fail(
+            f"{Path(argv[1]).name} --smoke ran past {SMOKE_TIMEOUT:.0f} s (its guest was stopped):\n{err[-3000:]}"
+        )
+    if proc.returncode != 0:
+        pytest.fail(f"{Path(argv[1]).name} --smoke exited {proc.returncode}:\n{err[-3000:]}")
 
 
 def keys_of(result: Any) -> set[str]:
@@ -37,13 +71,8 @@ def keys_of(result: Any) -> set[str]:
 def test_vm_bench_produces_its_figures_in_smoke_mode(script: str, tmp_path: Path) -> None:
     """The bench boots the guest, measures a few containers and records the figures with the commit."""
     out = tmp_path / "record.json"
-    subprocess.run(
-        [sys.executable, str(REPO / "scripts" / script), "--smoke", "--out", str(out), "--workdir", str(tmp_path)],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=1800,
+    run_smoke(
+        [sys.executable, str(REPO / "scripts" / script), "--smoke", "--out", str(out), "--workdir", str(tmp_path)]
     )
     record = json.loads(out.read_text())
     wanted = set(VM_BENCHES[script])
