@@ -1,4 +1,5 @@
-"""Fixtures of the real-cluster tests: the built programs (skip with the command when missing), the control plane."""
+"""Fixtures of the real-cluster tests: the built programs (missing: the test fails, naming the command), the
+control plane."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ import pytest
 from tests.cluster import build
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.node import GuestNode, guest_modules
+from tests.cluster.procs import require_setup
 from tests.vm.harness import require_vm
 
 
 @pytest.fixture(scope="session")
 def k8s_version() -> str:
-    """The Kubernetes version under test, built (else the tests skip, naming the build command)."""
+    """The Kubernetes version under test, built (else the test fails naming the build command)."""
     chosen = build.version()
     if not build.built(chosen):
-        pytest.skip(f"Kubernetes {chosen} is not built in {build.build_dir(chosen)}: run tests/cluster/k8s-build.sh")
+        require_setup(f"Kubernetes {chosen} is not built in {build.build_dir(chosen)}: run tests/cluster/k8s-build.sh")
     return chosen
 
 
@@ -35,7 +37,7 @@ def cluster(k8s_version: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     require_vm()
     modules = guest_modules()
     if modules is not None:
-        pytest.skip(modules)
+        require_setup(modules)
     workdir = Path(tmp_path_factory.mktemp("cluster"))
     with ControlPlane(workdir / "plane", version=k8s_version) as plane:
         node = GuestNode(plane, workdir / "node")

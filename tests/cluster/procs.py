@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 __all__ = ["ClusterError", "Proc", "free_port", "wait_for"]
 
 
@@ -42,15 +44,17 @@ def wait_for(
 ) -> None:
     """Poll `check` until true; on timeout raise ClusterError naming `what` with the tails of `logs`."""
     deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
     while True:
         try:
             if check():
                 return
-        except Exception:
-            pass
+        except Exception as err:  # a check may fail while what it waits for comes up; the last failure is told
+            last_error = err
         if time.monotonic() > deadline:
             tails = "".join(f"\n--- {log} (tail) ---\n{tail(log)}" for log in logs)
-            raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}{tails}")
+            because = f" (the check's last error: {last_error!r})" if last_error is not None else ""
+            raise ClusterError(f"timed out after {timeout:.0f} s waiting for {what}{because}{tails}")
         time.sleep(every)
 
 
@@ -88,3 +92,10 @@ class Proc:
             self.popen.wait(10)
         except ProcessLookupError:
             pass
+
+
+def require_setup(reason: str) -> None:
+    """A cluster test whose setup is missing fails naming it, as the VM tests do; ``PODPIN_SKIP_CLUSTER=1`` skips."""
+    if os.environ.get("PODPIN_SKIP_CLUSTER") == "1":
+        pytest.skip(f"{reason} (skipped: PODPIN_SKIP_CLUSTER=1)")
+    pytest.fail(f"real-cluster tests cannot run: {reason}; or set PODPIN_SKIP_CLUSTER=1 to skip them", pytrace=False)

@@ -12,6 +12,7 @@ import pytest
 
 from tests.cluster import build
 from tests.cluster.gomod import mismatches, parse_release, render_gomod, replaces, staging_version
+from tests.cluster.procs import require_setup
 
 HERE = Path(__file__).resolve().parent
 
@@ -79,11 +80,12 @@ def test_pins_name_a_module_per_version() -> None:
 @pytest.mark.parametrize("version", build.pins()["K8S_VERSIONS"].split())
 def test_committed_gomod_matches_the_release(version: str) -> None:
     """The committed go.mod replaces exactly the release's staging modules (read from the Go module proxy)."""
-    if shutil.which("go") is None:
-        pytest.skip("no go on PATH")
+    go = shutil.which("go") or shutil.which("go", path="/usr/local/go/bin")
+    if go is None:
+        require_setup("no go on PATH or in /usr/local/go/bin")
     info = json.loads(
         subprocess.run(
-            ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
+            [str(go), "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
             capture_output=True,
             text=True,
             check=True,

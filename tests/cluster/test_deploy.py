@@ -15,7 +15,7 @@ import pytest
 from tests.cluster.controlplane import NODE_NAME, ControlPlane
 from tests.cluster.image import IMAGE_TAG, build_agent_image, missing_image_inputs
 from tests.cluster.node import GuestNode, NodeSpec, guest_modules
-from tests.cluster.procs import ClusterError, wait_for
+from tests.cluster.procs import ClusterError, require_setup, wait_for
 from tests.vm.harness import require_vm
 
 # The image build and its import into the TCG guest take most of a quarter hour: kept out of CI's default run (the
@@ -34,7 +34,7 @@ def deployed(k8s_version: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     require_vm()
     for reason in (missing_image_inputs(), guest_modules()):
         if reason:
-            pytest.skip(reason)
+            require_setup(reason)
     workdir = Path(tmp_path_factory.mktemp("deploy"))
     image = build_agent_image(workdir / "image")
     with ControlPlane(workdir / "plane", version=k8s_version) as plane:
