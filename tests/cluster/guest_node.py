@@ -6,8 +6,10 @@ guest's `/` is the host's, read-only; the kubelet's fixed paths (`/var/lib/kubel
 `/var/lib/cni`) are made writable by overlays whose upper layers live on the guest's `/run` tmpfs, so nothing is
 written to the host. Network: the NIC of QEMU's user network (restrict=on) gets `NODE_IP`, the CNI bridge gives
 pods their addresses, and proxy ARP on the NIC lets QEMU's network answer them (the API server's address is a
-QEMU guestfwd). The channel: the host writes `cmd/<n>.json` ({"argv": [...], "timeout": s}); the guest runs it
-and writes `cmd/<n>.out.json` ({"rc", "stdout", "stderr"}); a `stop` file ends the node (kubelet, containerd).
+QEMU guestfwd). The channel: the host writes `cmd/<n>.json` ({"argv": [...], "timeout": s}, or {"op": name, "args":
+{...}} for the node's lifecycle operations of guest_ops.py: restart the kubelet or containerd, start and stop named
+processes); the guest runs it and writes `cmd/<n>.out.json` ({"rc", "stdout", "stderr"}); a `stop` file ends the node
+(the named processes, the kubelet, containerd).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.cluster.guest_ops import NodeControls
 from tests.vm.background import Background
 from tests.vm.containerd import Containerd, ContainerdConfig, runtime_bin
 
@@ -95,8 +98,24 @@ def cni_config() -> dict[str, Any]:
     }
 
 
-def serve(shared: Path, stop: Path) -> None:
-    """Run the host's commands until `stop` exists."""
+def _run_request(spec: dict[str, Any], controls: NodeControls) -> dict[str, Any]:
+    """One channel request: an operation of `controls`, or an argv run to its end."""
+    if "op" in spec:
+        args = spec.get("args", {})
+        if not isinstance(args, dict):
+            return {"rc": 1, "stdout": "", "stderr": f"{spec['op']}: args must be a mapping, not {args!r}"}
+        return controls.handle(str(spec["op"]), args)
+    try:
+        proc = subprocess.run(
+            spec["argv"], capture_output=True, text=True, timeout=spec.get("timeout", 120), check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return {"rc": -1, "stdout": "", "stderr": str(err)}
+    return {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+def serve(shared: Path, stop: Path, controls: NodeControls) -> None:
+    """Run the host's commands and operations until `stop` exists."""
     commands = shared / "cmd"
     commands.mkdir(exist_ok=True)
     while not stop.exists():
@@ -107,13 +126,7 @@ def serve(shared: Path, stop: Path) -> None:
                 spec = json.loads(request.read_text())
             except ValueError:
                 continue  # the host is still writing it
-            try:
-                proc = subprocess.run(
-                    spec["argv"], capture_output=True, text=True, timeout=spec.get("timeout", 120), check=False
-                )
-                result = {"rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
-            except (OSError, subprocess.TimeoutExpired) as err:
-                result = {"rc": -1, "stdout": "", "stderr": str(err)}
+            result = _run_request(spec, controls)
             partial = request.with_suffix(".tmp")
             partial.write_text(json.dumps(result))
             partial.rename(request.with_suffix(".out.json"))
@@ -161,9 +174,11 @@ def main(config_path: str) -> int:
     )
     kubelet.start()
     (shared / "node-up").write_text(str(time.time()))
+    controls = NodeControls(kubelet=kubelet, containerd=containerd, logs=shared)
     try:
-        serve(shared, shared / "stop")
+        serve(shared, shared / "stop", controls)
     finally:
+        controls.close()
         if kubelet.running:
             kubelet.stop(timeout=30)
         containerd.close()

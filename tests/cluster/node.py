@@ -136,10 +136,7 @@ class GuestNode:
             ca=certs / "ca.crt",
             user=type(pki.kubelet_client)(cert=certs / "kubelet-client.crt", key=certs / "kubelet-client.key"),
         )
-        kubelet = kubelet_configuration(
-            certs / "ca.crt", certs / "kubelet-serving.crt", certs / "kubelet-serving.key", self.spec.kubelet
-        )
-        (shared / "kubelet-config.json").write_text(json.dumps(kubelet, indent=1))
+        self.write_kubelet_config(self.spec.kubelet)
         relay = shared / "relay-api"
         relay.write_text(f"#!/bin/sh\ncd {REPO}\nexec {sys.executable} -m tests.cluster.relay {self.plane.api_port}\n")
         relay.chmod(0o755)
@@ -158,6 +155,18 @@ class GuestNode:
         path = shared / "node.json"
         path.write_text(json.dumps(config, indent=1))
         return path
+
+    def write_kubelet_config(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        """Write the kubelet's configuration file: :func:`kubelet_configuration` with `overrides` (replacing the
+        NodeSpec's); the kubelet reads it when it next starts (:meth:`restart_kubelet`). Returns what was written."""
+        certs = self.shared / "pki"
+        config = kubelet_configuration(
+            certs / "ca.crt", certs / "kubelet-serving.crt", certs / "kubelet-serving.key", overrides
+        )
+        partial = self.shared / "kubelet-config.json.part"
+        partial.write_text(json.dumps(config, indent=1))
+        partial.rename(self.shared / "kubelet-config.json")
+        return config
 
     def _qemu_env(self) -> dict[str, str]:
         spec = self.spec
@@ -238,6 +247,58 @@ class GuestNode:
         if check and done.returncode != 0:
             raise ClusterError(f"guest: {' '.join(argv)} failed ({done.returncode}): {done.stderr.strip()}")
         return done
+
+    def op(self, operation: str, args: dict[str, Any], *, timeout: float = 120.0) -> dict[str, Any]:
+        """Do one of the guest's lifecycle operations (guest_ops.py); returns its JSON answer.
+
+        Raises:
+            ClusterError: the guest refused or failed it (its words), or did not answer in time.
+        """
+        self._serial += 1
+        commands = self.shared / "cmd"
+        commands.mkdir(exist_ok=True)
+        request = commands / f"{self._serial:06d}.json"
+        partial = request.with_suffix(".part")
+        partial.write_text(json.dumps({"op": operation, "args": args}))
+        partial.rename(request)
+        answer = request.with_suffix(".out.json")
+        wait_for(f"the guest to do {operation}", answer.exists, timeout=timeout + 60, logs=self.logs(), every=0.2)
+        result = json.loads(answer.read_text())
+        if result["rc"] != 0:
+            raise ClusterError(f"guest: {result['stderr'].strip()}")
+        answered: dict[str, Any] = json.loads(result["stdout"])
+        return answered
+
+    def restart_kubelet(
+        self, config: dict[str, Any] | None = None, *, clear_state: bool = False, timeout: float = 300.0
+    ) -> dict[str, Any]:
+        """Restart the kubelet (its pods keep running), with a new configuration (overrides, as
+        :meth:`write_kubelet_config` takes them) if given and its decision checkpoints deleted with `clear_state`
+        (guest_ops.KUBELET_STATE_FILES); returns once its healthz answers ``ok``: ``{"pid", "cleared"}``."""
+        if config is not None:
+            self.write_kubelet_config(config)
+        return self.op("restart_kubelet", {"clear_state": clear_state, "timeout_s": timeout}, timeout=timeout)
+
+    def restart_containerd(self) -> int:
+        """Restart containerd as a crash does (SIGKILL, then start over the same state); returns its new pid."""
+        pid: int = self.op("restart_containerd", {}, timeout=360.0)["pid"]
+        return pid
+
+    def start_process(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> int:
+        """Start `argv` in the guest as the named process (log: ``shared/<name>.log``); returns its pid."""
+        pid: int = self.op("start_process", {"name": name, "argv": argv, "env": env})["pid"]
+        return pid
+
+    def stop_process(self, name: str, *, kill: bool = False, timeout: float = 30.0) -> int:
+        """SIGTERM the named process (SIGKILL after `timeout` s; at once with `kill`); returns its exit status."""
+        code: int = self.op("stop_process", {"name": name, "kill": kill, "timeout_s": timeout}, timeout=timeout + 30)[
+            "returncode"
+        ]
+        return code
+
+    def process_status(self, name: str) -> dict[str, Any]:
+        """``{"running", "pid", "runs"}`` of the named process."""
+        return self.op("process_status", {"name": name})
 
     def stop(self) -> None:
         """Ask the guest to stop its kubelet and containerd and power off; kill QEMU if it does not."""

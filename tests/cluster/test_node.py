@@ -56,3 +56,44 @@ def test_pod_runs_and_kubectl_reaches_the_kubelet(cluster: tuple[ControlPlane, G
     assert plane.proxy is not None
     assert plane.proxy.connects >= 2, tail(plane.workdir / "kube-apiserver.log")
     assert [] == plane.proxy.refused
+
+
+def test_kubelet_restarts_with_a_new_configuration_and_fresh_state(cluster: tuple[ControlPlane, GuestNode]) -> None:
+    """restart_kubelet with a static CPU policy and cleared checkpoints: the kubelet runs that policy (its new
+    checkpoint says so) and the Node stays Ready; back to `none` the same way (a changed policy needs the clearing)."""
+    _, node = cluster
+    for overrides, policy in (({"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"}, "static"), ({}, "none")):
+        result = node.restart_kubelet(overrides, clear_state=True)
+        assert "cpu_manager_state" in result["cleared"], result
+
+        def checkpoint(policy: str = policy) -> bool:
+            state = node.sh("cat", "/var/lib/kubelet/cpu_manager_state", check=False)
+            return state.returncode == 0 and json.loads(state.stdout)["policyName"] == policy
+
+        wait_for(f"the kubelet's cpu_manager_state to say {policy}", checkpoint, timeout=300, logs=node.logs())
+        wait_for(f"Node {NODE_NAME} Ready after the restart", node.ready, timeout=300, logs=node.logs(), every=3.0)
+
+
+def test_containerd_restart_keeps_the_pods(cluster: tuple[ControlPlane, GuestNode]) -> None:
+    """A containerd crash and restart: its pods keep running and the kubelet reaches them again (exec)."""
+    plane, node = cluster
+    pid = node.restart_containerd()
+    assert pid > 1
+    wait_for(
+        "kubectl exec into pod probe after the containerd restart",
+        lambda: plane.admin.run("exec", "probe", "--", "true", check=False).returncode == 0,
+        timeout=300,
+        logs=node.logs(),
+        every=3.0,
+    )
+    assert "Running" == plane.admin.json("get", "pod", "probe")["status"]["phase"]
+
+
+def test_named_process_starts_and_stops(cluster: tuple[ControlPlane, GuestNode]) -> None:
+    """A named process runs in the guest (its /proc entry is there) until stopped, then SIGTERM is its end."""
+    _, node = cluster
+    pid = node.start_process("sleeper", ["sleep", "600"])
+    assert "sleep" in node.sh("cat", f"/proc/{pid}/cmdline").stdout
+    assert node.process_status("sleeper")["running"]
+    assert -15 == node.stop_process("sleeper")
+    assert not node.process_status("sleeper")["running"]
