@@ -408,9 +408,10 @@ def test_kubectl_logs_show_the_allocations(story: Story) -> None:
     logs = story.kubectl("-n", NAMESPACE, "logs", "ds/podpin")
     lines = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
     admitted = {
-        line.get("container"): line.get("pool")
+        container: decision["pool"]
         for line in lines
         if line.get("event") == "pod.admitted" and line.get("pod") == "trading-engine"
+        for container, decision in line["containers"].items()
     }
     assert {"database": "exclusive", "envoy": "pod_shared", "log-collector": "pod_shared"} == admitted, logs[-3000:]
 
