@@ -39,6 +39,10 @@ PODPIN_READY_GATE = "podpin.io/CPUsPinned"
 kubelet's reason) and the harness knows when it has decided: run (a) has no such gate (nobody would set it)."""
 
 _RESERVATION_FIELDS = ("reservedSystemCPUs", "systemReserved", "kubeReserved")
+EVICTION_HARD: Mapping[str, str] = {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"}
+"""Both runs' hard eviction thresholds: the kubelet's default for memory (the Static memory manager's
+``reservedMemory`` must add up to the reservations plus it, as the scenarios' README says), the test node's
+tmpfs-friendly ones for the disks (tests/cluster/node.py)."""
 
 
 def node_spec(machine: Machine) -> NodeSpec:
@@ -59,7 +63,7 @@ def kubelet_config_a(scenario: Scenario) -> dict[str, Any]:
     options = fields.get("cpuManagerPolicyOptions", {})
     if ALPHA_CPU_OPTIONS & set(options):
         gates["CPUManagerPolicyAlphaOptions"] = True
-    return {**fields, "featureGates": gates}
+    return {**fields, "featureGates": gates, "evictionHard": dict(EVICTION_HARD)}
 
 
 def kubelet_config_b(scenario: Scenario) -> dict[str, Any]:
@@ -76,6 +80,7 @@ def kubelet_config_b(scenario: Scenario) -> dict[str, Any]:
         "memoryManagerPolicy": "None",
         "topologyManagerPolicy": "none",
         "featureGates": dict(BASE_GATES),
+        "evictionHard": dict(EVICTION_HARD),
     }
 
 
@@ -88,5 +93,6 @@ def podpin_config(scenario: Scenario, *, node_name: str, state_dir: str, metrics
         "stateDir": state_dir,
         "metricsBindAddress": metrics,
         "cgroupDriver": "cgroupfs",
+        "evictionHard": {"memory.available": EVICTION_HARD["memory.available"]},
         "logFormat": "json",
     }

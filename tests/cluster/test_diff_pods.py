@@ -58,6 +58,7 @@ class TestConfigs:
             "memoryManagerPolicy": "None",
             "topologyManagerPolicy": "none",
             "featureGates": {"PodLevelResources": True, "PodLevelResourceManagers": True},
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
         } == config
 
     def test_podpin_gets_the_scenario_fields(self) -> None:
