@@ -49,7 +49,6 @@ from agent.alloc.memorymanager import (
 )
 from agent.alloc.plan import (
     ContainerPlan,
-    DesiredValues,
     Plan,
     PodPlan,
     Pool,
@@ -78,6 +77,7 @@ from agent.pods import (
     uses_pod_level_path,
 )
 from agent.topology.model import Topology
+from agent.vocabulary import CgroupValues
 
 __all__ = ["Decision", "Planner"]
 
@@ -525,7 +525,7 @@ class Planner:
             online=self._state.online,
             reserved=self._state.reserved,
             shared_pool=shared,
-            qos_desired=DesiredValues(cpuset_cpus=shared),
+            qos_desired=CgroupValues(cpuset_cpus=shared),
             pods=plans,
         )
 
@@ -546,7 +546,7 @@ class Planner:
         bubble = state.cpu.pod_entries.get(pod.uid)
         has_memory = state.memory is not None and (pod.uid in state.memory.blocks or pod.uid in state.memory.pod_blocks)
         managed = record is not None and (bool(assignments) or has_memory)
-        period = self.config.cfs_period_text()
+        period = self.config.lifted_cpu_max()
         devices = decision.devices if decision is not None else None
         containers: list[ContainerPlan] = []
         union = CPUSet()
@@ -566,13 +566,13 @@ class Planner:
             union = union | cpus
             mems = mems | (container_mems or CPUSet())
             desired = (
-                DesiredValues(
+                CgroupValues(
                     cpuset_cpus=cpus,
                     cpuset_mems=container_mems,
                     cpu_max=period if pool is exclusive else None,
                 )
                 if managed
-                else DesiredValues()
+                else CgroupValues()
             )
             containers.append(
                 ContainerPlan(
@@ -604,13 +604,13 @@ class Planner:
                     *(c.cpus for c in containers if c.pool is exclusive and c.kind != ContainerKind.INIT)
                 )
                 interim = (bubble - slices) or shared
-            pod_desired = DesiredValues(
+            pod_desired = CgroupValues(
                 cpuset_cpus=union | interim, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None
             )
         elif pod.qos == QOSClass.GUARANTEED:
-            pod_desired = DesiredValues(cpuset_cpus=shared)
+            pod_desired = CgroupValues(cpuset_cpus=shared)
         else:
-            pod_desired = DesiredValues()
+            pod_desired = CgroupValues()
         rejected = decision is not None and not decision.admitted and record is None
         return PodPlan(
             uid=pod.uid,

@@ -89,10 +89,11 @@ from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import PodRef, Reporter
 from agent.reconcile.sweep import QoSLevels, Sweep
-from agent.reconcile.targets import Target, TargetLevel, pod_targets, qos_targets
+from agent.reconcile.targets import Target, pod_targets, qos_targets
 from agent.runtime import BundleReader, IdentityErrorReason, IdentitySource
 from agent.state_store import StateStore
 from agent.topology.model import Topology
+from agent.vocabulary import CgroupLevel
 
 __all__ = ["Pending", "Reconciler"]
 
@@ -316,7 +317,7 @@ class Reconciler:
         scanned = self._scan_pod(pod.cgroup_key, pod.qos)
         if scanned is not None:
             self._write(
-                self._plan, [t for t in pod_targets(pod, scanned, self.identities) if t.level is TargetLevel.POD]
+                self._plan, [t for t in pod_targets(pod, scanned, self.identities) if t.level is CgroupLevel.POD]
             )
         return pod
 
@@ -663,7 +664,7 @@ class Reconciler:
                 self.namer.identify_live([scanned])
             found = pod_targets(pod, scanned, self.identities)
             if not dirty and new is not None:
-                found = [t for t in found if t.level is TargetLevel.POD or t.path in new]
+                found = [t for t in found if t.level is CgroupLevel.POD or t.path in new]
             targets.extend(found)
         self._write(plan, targets)
 
@@ -716,7 +717,7 @@ class Reconciler:
         return [
             (pod.container(t.container), t.path)
             for t in targets
-            if t.level is TargetLevel.CONTAINER and t.container is not None
+            if t.level is CgroupLevel.CONTAINER and t.container is not None
         ]
 
     def _finish_sweep(self, sweep: Sweep) -> None:
@@ -813,7 +814,7 @@ class Reconciler:
         bad = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}
         done_pods: dict[str, bool] = {}
         for target in targets:
-            if target.level is not TargetLevel.CONTAINER or target.pod is None:
+            if target.level is not CgroupLevel.CONTAINER or target.pod is None:
                 continue
             ok = target.path not in bad
             done_pods[target.pod.uid] = done_pods.get(target.pod.uid, True) and ok

@@ -261,10 +261,10 @@ class TestPlanValues:
         p = planner()
         p.admit(kep_pod_one_exclusive())
         plan = p.plan([kep_pod_one_exclusive()]).pods[0]
-        assert "max 100000" == plan.container("c1").desired.cpu_max
+        assert "max 100000" == str(plan.container("c1").desired.cpu_max)
         assert None is plan.container("c2").desired.cpu_max
         assert CPUSet.parse("1-5") == plan.desired.cpuset_cpus
-        assert "max 100000" == plan.desired.cpu_max
+        assert "max 100000" == str(plan.desired.cpu_max)
 
     def test_burstable_pod_is_left_to_its_qos_slice(self) -> None:
         """Nothing is written for a Burstable pod; the QoS slice holds the node shared pool."""
@@ -295,7 +295,7 @@ class TestPlanValues:
         """``cpu.max`` uses the configured cpuCFSQuotaPeriod."""
         p = planner(cpuCFSQuotaPeriod="50ms")
         p.admit(kep_pod_one_exclusive())
-        assert "max 50000" == p.plan([kep_pod_one_exclusive()]).pods[0].container("c1").desired.cpu_max
+        assert "max 50000" == str(p.plan([kep_pod_one_exclusive()]).pods[0].container("c1").desired.cpu_max)
 
 
 class TestMemoryStatic:
