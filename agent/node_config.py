@@ -11,7 +11,8 @@
    reserves other CPUs than podpin (:class:`KubeletRefusalError`).
 
 What happened on the way (the group chosen, a label naming no section, the keys taken from the kubelet, a
-missing or unreadable kubelet file) comes back as log events for the runner to write: this module logs nothing.
+missing or unreadable kubelet file, none to read) comes back as log events for the runner to write: this module
+logs nothing.
 The same steps run again when the file or the labels change (``agent/config_follow.py``).
 """
 
@@ -56,7 +57,8 @@ class NodeConfig:
     Attributes:
         config: the validated configuration.
         events: ``(event name, fields)`` log lines: ``config.group``, ``config.group_unknown``,
-            ``config.inherited``, ``kubelet.config_missing``, ``kubelet.config_unreadable``.
+            ``config.inherited``, ``kubelet.config_missing``, ``kubelet.config_unreadable``,
+            ``kubelet.config_not_read``.
         raw: the file's mapping and the node's labels it was made from (what a change is compared against).
     """
 
@@ -77,10 +79,22 @@ def _labels(data: Mapping[str, Any], node: str | None, labels_of: LabelReader | 
         ) from err
 
 
+NOT_READ = (
+    "kubelet.config_not_read",
+    {
+        "reason": "kubeletConfigPath is empty (chart: kubeletState.configFile)",
+        "consequence": "the kubelet's reservations are not taken and not compared with podpin's",
+    },
+)
+"""Said once at start when no kubelet configuration file is to be read: the chart's default, since a file mount of
+a path the node lacks keeps the agent's pod from starting (kubeadm writes ``/var/lib/kubelet/config.yaml``; k3s,
+EKS and GKE keep theirs elsewhere)."""
+
+
 def _kubelet(path: Path | None, read: Callable[[Path], KubeletConfig | None]) -> tuple[KubeletConfig | None, Any]:
     """The kubelet's configuration, and the event to log when there is none to use."""
     if path is None:
-        return None, None
+        return None, NOT_READ
     try:
         found = read(path)
     except KubeletConfigError as err:

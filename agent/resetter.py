@@ -30,15 +30,16 @@ from typing import Any, TextIO
 
 from agent.agent_lock import LOCK_NAME, AgentLock, LockHeldError, acquire_lock
 from agent.cgroups.errors import CgroupError, CgroupFileError, CgroupReadError, CgroupValueError
-from agent.cgroups.fs import CPUS, MEMS, ApplyReport, CgroupFS, CgroupValues, FileOps, RealFileOps, parse_cpu_max
+from agent.cgroups.fs import CPUS, MEMS, ApplyReport, CgroupFS, FileOps, RealFileOps
 from agent.cgroups.layout import CgroupLayout, detect_layout, scan
 from agent.config import AgentConfig, ConfigError, load_config
 from agent.cpuset import CPUSet
 from agent.pods import MANIFEST_SUFFIXES, ManifestError, PodSpecError, PodView, on_node, parse_manifest, pod_from_dict
-from agent.restore import CgroupFacts, CgroupLevel, CpuMax, Restore, RestorePlan, plan_restore
+from agent.restore import CgroupFacts, Restore, RestorePlan, plan_restore
 from agent.state_store import CHECKPOINT_NAME
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
 from agent.topology.model import Topology, TopologyError
+from agent.vocabulary import CgroupLevel, CpuMax
 
 __all__ = ["ResetError", "ResetOptions", "reset_node"]
 
@@ -208,12 +209,11 @@ def _read_set(fs: CgroupFS, cgroup: Path, file: str) -> CPUSet | None:
 
 def _read_cpu_max(fs: CgroupFS, cgroup: Path) -> CpuMax | None:
     try:
-        quota, period = parse_cpu_max(fs.read_cpu_max(cgroup), require_period=True)
+        return fs.read_cpu_max(cgroup)
     except CgroupReadError as err:
         if err.vanished:
             return None
         raise
-    return CpuMax(quota=quota, period=period or 0)
 
 
 def _cgroups(layout: CgroupLayout) -> Iterator[tuple[Path, CgroupLevel, str | None, str | None]]:
@@ -351,10 +351,7 @@ def _restore(
             f"{topology.online_cpus}, memory nodes {mems}, {len(pods)} pods, {len(found)} cgroups",
             file=out,
         )
-        desired = {
-            layout.root / r.path: CgroupValues(cpuset_cpus=r.cpus, cpuset_mems=r.mems, cpu_max=r.cpu_max)
-            for r in plan.restores
-        }
+        desired = {layout.root / r.path: r.values for r in plan.restores}
         report = fs.apply(desired)
         written, problems = _report(plan, report, layout.root, dry_run=options.dry_run, out=out, err=err)
         for failure in read_failures:

@@ -55,7 +55,6 @@ from agent.nri.model import (
     ContainerUpdate,
     CreateResult,
     PodSandbox,
-    quota_from_cpu_max,
 )
 from agent.nri.report import NRIMethod
 from agent.reconcile.identity import Identity
@@ -173,16 +172,7 @@ class NRIDesk:
         container = next((c for c in planned.containers if c.name == name), None)
         if container is None:
             return ContainerAdjustment(cpuset_cpus=planned.interim or None)
-        desired = container.desired
-        quota = period = None
-        if desired.cpu_max is not None:
-            quota, period = quota_from_cpu_max(desired.cpu_max)
-        return ContainerAdjustment(
-            cpuset_cpus=desired.cpuset_cpus or None,
-            cpuset_mems=desired.cpuset_mems or None,
-            cpu_quota=quota,
-            cpu_period=period,
-        )
+        return ContainerAdjustment.of(container.desired)
 
     def _give_up(self, entry: _Parked, now: float) -> None:
         """The pod did not arrive in time: the shared pool now, the planned set when it arrives."""

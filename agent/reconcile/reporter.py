@@ -524,7 +524,7 @@ class Reporter:
                     pool=container.pool,
                     cpus=str(container.cpus),
                     numa=list(container.numa),
-                    cpu_max=container.desired.cpu_max,
+                    cpu_max=str(container.desired.cpu_max) if container.desired.cpu_max is not None else None,
                 )
         return fields
 

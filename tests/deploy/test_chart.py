@@ -273,9 +273,13 @@ class TestToggles:
         assert expected == actual
 
     def test_pod_resources_socket_is_under_the_kubelet_mount(self, tmp_path: Path) -> None:
-        """The agent asks the kubelet's PodResources socket, and reads its checkpoint and configuration, where the
-        chart mounts them: each file or directory alone, read-only, under mountPath."""
-        objects = _render(tmp_path, {"kubeletState": {"hostPath": "/data/kubelet/", "mountPath": "/host/kubelet"}})
+        """The agent asks the kubelet's PodResources socket, and reads its checkpoint and configuration (when
+        kubeletState.configFile names it), where the chart mounts them: each file or directory alone, read-only,
+        under mountPath."""
+        objects = _render(
+            tmp_path,
+            {"kubeletState": {"hostPath": "/data/kubelet/", "mountPath": "/host/kubelet", "configFile": "config.yaml"}},
+        )
         loaded = config_from_mapping(_config(objects), env={"NODE_NAME": "node-1"})
         mounts = _mounts(objects)
         expected = (

@@ -530,7 +530,6 @@ class TestDaemonSet:
                     "state",
                     "kubelet-cpu-state",
                     "kubelet-pod-resources",
-                    "kubelet-config",
                     "nri",
                     "containerd-state",
                     "containerd-sandboxes",
@@ -551,8 +550,9 @@ class TestDaemonSet:
         assert expected == _container()["env"]
 
     def test_host_mounts(self) -> None:
-        """The cgroup tree and the state dir read-write; /sys, the kubelet's CPU manager checkpoint, pod-resources
-        directory and configuration file (nothing else of its directory, issue 22), the NRI socket's directory and
+        """The cgroup tree and the state dir read-write; /sys, the kubelet's CPU manager checkpoint and pod-resources
+        directory (nothing else of its directory, issue 22; its configuration file only when kubeletState.configFile
+        names it, test_the_kubelet_config_file_is_not_mounted_by_default), the NRI socket's directory and
         the runtimes' state (under the agent's runtimeRoot, at their host paths) read-only. The default cgroupDriver
         auto cannot name the kubelet's subtree (kubepods.slice or kubepods, by node), so the tree is writable; a named
         driver narrows it to the subtree (tests/deploy/test_chart.py, test_only_the_pod_cgroups_are_writable)."""
@@ -567,7 +567,6 @@ class TestDaemonSet:
             _effective_config("stateDir"): ("/var/lib/podpin", "DirectoryOrCreate", False),
             f"{kubelet_dir}/cpu_manager_state": ("/var/lib/kubelet/cpu_manager_state", "File", True),
             f"{kubelet_dir}/pod-resources": ("/var/lib/kubelet/pod-resources", "Directory", True),
-            f"{kubelet_dir}/config.yaml": ("/var/lib/kubelet/config.yaml", "File", True),
             "/var/run/nri": ("/var/run/nri", "DirectoryOrCreate", True),
             runtime_root + containerd: (containerd, "DirectoryOrCreate", True),
             runtime_root + sandboxes: (sandboxes, "DirectoryOrCreate", True),
@@ -580,11 +579,22 @@ class TestDaemonSet:
         }
         assert expected == actual
 
+    def test_the_kubelet_config_file_is_not_mounted_by_default(self) -> None:
+        """A real v1.36 kubelet refused to start the agent's pod on a node without /var/lib/kubelet/config.yaml (a
+        hostPath of type File; only kubeadm writes that file): the manifests mount no such file and tell the agent
+        to read none, which it says once (kubelet.config_not_read)."""
+        kubelet = {volume["hostPath"]["path"] for _, volume in _mounts().values() if "hostPath" in volume}
+        assert ("", set()) == (
+            _effective_config("kubeletConfigPath"),
+            {path for path in kubelet if path.endswith((".yaml", ".json"))},
+        )
+
     def test_only_what_podpin_reads_of_the_kubelet_directory_is_mounted(self) -> None:
         """Issue 22, finding 9: no mount reaches the kubelet's root directory (its pods' secret and token volumes)
         but the files podpin reads, each read-only, at the paths the configuration names, not over the kubelet's."""
-        paths = {str(Path(_effective_config(key))) for key in ("kubeletCPUManagerStatePath", "kubeletConfigPath")} | {
-            str(Path(_effective_config("podResourcesSocket")).parent)
+        paths = {
+            _effective_config("kubeletCPUManagerStatePath"),
+            str(Path(_effective_config("podResourcesSocket")).parent),
         }
         kubelet = {
             path: (volume["hostPath"]["path"], bool(mount.get("readOnly")))

@@ -36,7 +36,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agent.alloc import CheckpointError, Planner, state_to_checkpoint
-from agent.cgroups import Runtime
 from agent.cgroups.errors import CgroupError
 from agent.cgroups.fs import CgroupFS
 from agent.cgroups.layout import CgroupLayout, ContainerID, detect_layout
@@ -54,6 +53,7 @@ from agent.runtime import BundleReader
 from agent.state_store import CHECKPOINT_NAME, StateStore
 from agent.topology.model import TopologyError
 from agent.topology.sysfs import read_topology
+from agent.vocabulary import Runtime
 from tests.support.bundles import bundle_path, containerd_annotations
 from tests.support.cgroupfs_builder import build_tree
 from tests.support.podfactory import container, make_pod, resources, sidecar

@@ -115,6 +115,18 @@ def test_a_missing_or_unreadable_kubelet_file_is_said_not_refused(tmp_path: Path
     )
 
 
+def test_no_kubelet_file_to_read_is_said_once_at_start(tmp_path: Path) -> None:
+    """``kubeletConfigPath: ""`` (the chart's default): nothing is read, and the events say so with what it costs
+    (failed before: silence, so an operator could not tell the comparison was off)."""
+    path = tmp_path / "podpin.yaml"
+    path.write_text(yaml.safe_dump({"nodeName": "n1", "kubeletConfigPath": ""}))
+    made = node_config(path, env={})
+    assert (None, [("kubelet.config_not_read", "kubeletConfigPath is empty (chart: kubeletState.configFile)")]) == (
+        made.config.kubelet_config_path,
+        [(event, fields["reason"]) for event, fields in made.events],
+    )
+
+
 def test_parse_refuses_another_kind(tmp_path: Path) -> None:
     """A file of another kind is not read as the kubelet's configuration."""
     with pytest.raises(KubeletConfigError) as err:
