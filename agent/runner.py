@@ -44,36 +44,38 @@ import structlog
 from agent.agent_lock import AgentLock, LockHeldError, acquire_lock
 from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpoint
 from agent.audit import AffinityAudit, InterferenceCollector, PsutilProbe
-from agent.cgroups.errors import CgroupError
-from agent.cgroups.fs import CgroupFS, FileOps
-from agent.cgroups.layout import CgroupLayout, detect_layout
-from agent.cgroups.watch import CgroupWatcher, WatchEvent, WatchMode
+from agent.cgroups import (
+    CgroupError,
+    CgroupFS,
+    CgroupLayout,
+    CgroupWatcher,
+    FileOps,
+    WatchEvent,
+    WatchMode,
+    detect_layout,
+)
 from agent.config import AgentConfig, ConfigError
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
 from agent.fault_boundary import Stage
-from agent.kube.client import KubeConfigError, load_api
+from agent.kube import DirSource, EventRecorder, KubeConfigError, KubeSource, PodEvent, PodSource, load_api
 from agent.kube.conditions import ConditionWriter
-from agent.kube.dirsource import DirSource
-from agent.kube.events import EventRecorder
 from agent.kube.node_identity import NodeIdentity
-from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
-from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, Report
+from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Report
 from agent.nrt.publisher import nrt_publisher_for
+from agent.reconcile import Reconciler, Reporter
 from agent.reconcile.devices import device_gate_for
 from agent.reconcile.nri_desk import NRIDesk
 from agent.reconcile.nri_handler import NRIHandoff, NRIRequest, Reply
-from agent.reconcile.reconciler import Reconciler
-from agent.reconcile.reporter import Reporter
-from agent.render.plan_json import plan_to_dict
+from agent.render import plan_to_dict
 from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError, StateServer
 from agent.state_store import DiskOps, StateStore
+from agent.topology import Topology, TopologyError
 from agent.topology.load import load_topology
-from agent.topology.model import Topology, TopologyError
 
 __all__ = ["RunOptions", "AgentError", "Agent"]
 
