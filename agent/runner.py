@@ -58,6 +58,7 @@ from agent.config import AgentConfig, ConfigError
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
 from agent.fault_boundary import Stage
+from agent.footprint import trim_heap
 from agent.kube import DirSource, EventRecorder, KubeConfigError, KubeSource, PodEvent, PodSource, load_api
 from agent.kube.conditions import ConditionWriter
 from agent.kube.node_identity import NodeIdentity
@@ -200,6 +201,8 @@ class Agent:
         self.planned = threading.Event()
         self._queue: queue.Queue[tuple[str, Any, float]] = queue.Queue()
         self._heartbeat = time.monotonic()
+        self._trimmed_sweeps = 0
+        """The full passes completed when the heap was last trimmed (``agent/footprint.py``)."""
         self._ready_reason = "starting: no pod list yet"
         self._threads: list[threading.Thread] = []
         self.topology = self._topology()
@@ -598,6 +601,7 @@ class Agent:
                     swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
                 if swept:
                     self.metrics.ready.set(1 if self.ready()[0] else 0)
+                    self._trim_after_sweep()
                 continue
             if not self._pass():
                 if self.options.once and self.failure is not None:
@@ -605,6 +609,7 @@ class Agent:
             else:
                 self.planned.set()
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
+                self._trim_after_sweep()
                 if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
                     self.nrt.offer(self.reconciler.snapshot.state, self.reconciler.snapshot.topology)
                 if self.options.once:
@@ -613,6 +618,13 @@ class Agent:
                         return 3
                     return 0
         return 0
+
+    def _trim_after_sweep(self) -> None:
+        """Give the heap's free pages back once per completed full pass: what a pass read and planned is freed by
+        then, and glibc would keep it resident (``agent/footprint.py``)."""
+        if self.reconciler.sweeps != self._trimmed_sweeps:
+            self._trimmed_sweeps = self.reconciler.sweeps
+            trim_heap()
 
     def _pass(self) -> bool:
         """One reconcile pass inside the pass's fault boundary; False when none ran (or it failed).
