@@ -29,16 +29,23 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.agent_lock import LOCK_NAME, AgentLock, LockHeldError, acquire_lock
-from agent.cgroups.errors import CgroupError, CgroupFileError, CgroupReadError, CgroupValueError
+from agent.cgroups import (
+    CgroupError,
+    CgroupFileError,
+    CgroupLayout,
+    CgroupReadError,
+    CgroupValueError,
+    detect_layout,
+    scan,
+)
 from agent.cgroups.fs import CPUS, MEMS, ApplyReport, CgroupFS, FileOps, RealFileOps
-from agent.cgroups.layout import CgroupLayout, detect_layout, scan
 from agent.config import AgentConfig, ConfigError, load_config
 from agent.cpuset import CPUSet
 from agent.pods import MANIFEST_SUFFIXES, ManifestError, PodSpecError, PodView, on_node, parse_manifest, pod_from_dict
 from agent.restore import CgroupFacts, Restore, RestorePlan, plan_restore
 from agent.state_store import CHECKPOINT_NAME
+from agent.topology import Topology, TopologyError
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
-from agent.topology.model import Topology, TopologyError
 from agent.vocabulary import CgroupLevel, CpuMax
 
 __all__ = ["ResetError", "ResetOptions", "reset_node"]
@@ -176,8 +183,7 @@ def _pods(config: AgentConfig, options: ResetOptions, out: TextIO) -> list[PodVi
     if options.pods_dir is not None:
         raw = _manifest_pods(options.pods_dir, node, out)
     else:
-        from agent.kube.client import KubeConfigError, load_api
-        from agent.kube.source import KubeSource
+        from agent.kube import KubeConfigError, KubeSource, load_api
 
         try:
             raw = KubeSource(node, load_api(options.kubeconfig)).list_pods()

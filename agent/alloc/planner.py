@@ -76,7 +76,7 @@ from agent.pods import (
     container_exclusive_cpus,
     uses_pod_level_path,
 )
-from agent.topology.model import Topology
+from agent.topology import Topology
 from agent.vocabulary import CgroupValues
 
 __all__ = ["Decision", "Planner"]

@@ -46,17 +46,16 @@ from dataclasses import dataclass
 import structlog
 
 from agent.alloc import PodPlan
-from agent.cgroups import CgroupPathError
-from agent.cgroups.layout import validate_uid
+from agent.cgroups import CgroupPathError, validate_uid
 from agent.cpuset import CPUSet
-from agent.nri.model import (
+from agent.nri import (
     Container,
     ContainerAdjustment,
     ContainerUpdate,
     CreateResult,
+    NRIMethod,
     PodSandbox,
 )
-from agent.nri.report import NRIMethod
 from agent.reconcile.identity import Identity
 from agent.reconcile.nri_handler import NRIInputError, NRIRequest, Reply
 from agent.reconcile.reconciler import Pending, Reconciler

@@ -69,19 +69,28 @@ from agent.alloc import (
 from agent.alloc.cpumanager.restore import StaleAllocation
 from agent.alloc.tally import AllocationEvent
 from agent.audit import AffinityAudit
-from agent.cgroups.errors import CgroupError
-from agent.cgroups.fs import ApplyReport, CgroupFS
-from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
-from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
+from agent.cgroups import (
+    ApplyReport,
+    CgroupError,
+    CgroupFS,
+    CgroupLayout,
+    CgroupRemoved,
+    ContainerCgroupAppeared,
+    PodCgroupAppeared,
+    ScannedContainer,
+    ScannedPod,
+    WatchEvent,
+    ensure_inside,
+    scan,
+)
 from agent.cpuset import CPUSet
 from agent.fault_boundary import FaultBoundary, Stage
+from agent.kube import PodEvent
 from agent.kube.conditions import readiness_gated
 from agent.kube.node_identity import NodeIdentity, OwnerVerdict
-from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
-from agent.pods import ContainerKind, QOSClass
-from agent.pods.model import PodView
+from agent.pods import ContainerKind, PodView, QOSClass
 from agent.reconcile.claims import CgroupClaims
 from agent.reconcile.devices import DeviceGate
 from agent.reconcile.identity import IdentityBook, StatusFeed
@@ -92,7 +101,7 @@ from agent.reconcile.sweep import QoSLevels, Sweep
 from agent.reconcile.targets import Target, pod_targets, qos_targets
 from agent.runtime import BundleReader, IdentityErrorReason, IdentitySource
 from agent.state_store import StateStore
-from agent.topology.model import Topology
+from agent.topology import Topology
 from agent.vocabulary import CgroupLevel
 
 __all__ = ["Pending", "Reconciler"]

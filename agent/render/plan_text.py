@@ -18,7 +18,7 @@ from agent.pods import ContainerKind
 from agent.quantity import count_of
 from agent.render.devices import devices_text
 from agent.render.reasons import reason_text, rejection_text
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["render_plan_text", "owner_tags"]
 
