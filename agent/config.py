@@ -49,7 +49,7 @@ from agent.alloc import (
     parse_cpu_policy_options,
     parse_topology_policy_options,
 )
-from agent.cgroups.watch import WatchMode
+from agent.cgroups import WatchMode
 from agent.config_layers import LAYER_KEYS, LayerError, flatten_layers
 from agent.cpuset import CPUSet, CPUSetError
 from agent.nri import NRIConfig, NRIConfigError, nri_config_from_mapping

@@ -261,6 +261,6 @@ def decision_fields(pod: PodPlan, container: ContainerPlan | None = None, *, nod
         "pool": pool,
         "cpus": cpus,
         "numa": numa,
-        "cpu_max": cpu_max,
+        "cpu_max": str(cpu_max) if cpu_max is not None else None,
         "reason": pod.reason,
     }

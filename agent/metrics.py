@@ -47,8 +47,8 @@ from agent.alloc.tally import AlignBoundary, AlignScope, AllocationEvent, EventK
 from agent.cpuset import CPUSet
 from agent.fault_boundary import Stage
 from agent.pods import ContainerKind
-from agent.runtime.vocabulary import IdentityErrorReason, IdentitySource
-from agent.topology.model import Topology
+from agent.runtime import IdentityErrorReason, IdentitySource
+from agent.topology import Topology
 
 __all__ = [
     "AgentMetrics",

@@ -29,16 +29,24 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent.agent_lock import LOCK_NAME, AgentLock, LockHeldError, acquire_lock
-from agent.cgroups.errors import CgroupError, CgroupFileError, CgroupReadError, CgroupValueError
-from agent.cgroups.fs import CPUS, MEMS, ApplyReport, CgroupFS, CgroupValues, FileOps, RealFileOps, parse_cpu_max
-from agent.cgroups.layout import CgroupLayout, detect_layout, scan
+from agent.cgroups import (
+    CgroupError,
+    CgroupFileError,
+    CgroupLayout,
+    CgroupReadError,
+    CgroupValueError,
+    detect_layout,
+    scan,
+)
+from agent.cgroups.fs import CPUS, MEMS, ApplyReport, CgroupFS, FileOps, RealFileOps
 from agent.config import AgentConfig, ConfigError, load_config
 from agent.cpuset import CPUSet
 from agent.pods import MANIFEST_SUFFIXES, ManifestError, PodSpecError, PodView, on_node, parse_manifest, pod_from_dict
-from agent.restore import CgroupFacts, CgroupLevel, CpuMax, Restore, RestorePlan, plan_restore
+from agent.restore import CgroupFacts, Restore, RestorePlan, plan_restore
 from agent.state_store import CHECKPOINT_NAME
+from agent.topology import Topology, TopologyError
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology
-from agent.topology.model import Topology, TopologyError
+from agent.vocabulary import CgroupLevel, CpuMax
 
 __all__ = ["ResetError", "ResetOptions", "reset_node"]
 
@@ -175,8 +183,7 @@ def _pods(config: AgentConfig, options: ResetOptions, out: TextIO) -> list[PodVi
     if options.pods_dir is not None:
         raw = _manifest_pods(options.pods_dir, node, out)
     else:
-        from agent.kube.client import KubeConfigError, load_api
-        from agent.kube.source import KubeSource
+        from agent.kube import KubeConfigError, KubeSource, load_api
 
         try:
             raw = KubeSource(node, load_api(options.kubeconfig)).list_pods()
@@ -208,12 +215,11 @@ def _read_set(fs: CgroupFS, cgroup: Path, file: str) -> CPUSet | None:
 
 def _read_cpu_max(fs: CgroupFS, cgroup: Path) -> CpuMax | None:
     try:
-        quota, period = parse_cpu_max(fs.read_cpu_max(cgroup), require_period=True)
+        return fs.read_cpu_max(cgroup)
     except CgroupReadError as err:
         if err.vanished:
             return None
         raise
-    return CpuMax(quota=quota, period=period or 0)
 
 
 def _cgroups(layout: CgroupLayout) -> Iterator[tuple[Path, CgroupLevel, str | None, str | None]]:
@@ -351,10 +357,7 @@ def _restore(
             f"{topology.online_cpus}, memory nodes {mems}, {len(pods)} pods, {len(found)} cgroups",
             file=out,
         )
-        desired = {
-            layout.root / r.path: CgroupValues(cpuset_cpus=r.cpus, cpuset_mems=r.mems, cpu_max=r.cpu_max)
-            for r in plan.restores
-        }
+        desired = {layout.root / r.path: r.values for r in plan.restores}
         report = fs.apply(desired)
         written, problems = _report(plan, report, layout.root, dry_run=options.dry_run, out=out, err=err)
         for failure in read_failures:

@@ -29,34 +29,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import StrEnum
 
 from agent.cpuset import CPUSet
 from agent.pods import PodView, cfs_quota, container_cpu_limit, pod_cpu_limit
+from agent.vocabulary import CgroupLevel, CgroupValues, CpuMax
 
-__all__ = ["CgroupFacts", "CgroupLevel", "CpuMax", "Restore", "RestorePlan", "UnknownPod", "plan_restore"]
-
-
-class CgroupLevel(StrEnum):
-    """Where a cgroup sits in the kubepods tree."""
-
-    QOS = "qos"
-    POD = "pod"
-    CONTAINER = "container"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CpuMax:
-    """A ``cpu.max`` value: the quota in µs (None for ``max``) and the period in µs."""
-
-    quota: int | None
-    period: int
+__all__ = ["CgroupFacts", "Restore", "RestorePlan", "UnknownPod", "plan_restore"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CgroupFacts:
     """One cgroup as found: where, whose, and its cpuset and ``cpu.max`` files (None where a file is missing).
 
+    ``level`` is a QoS level, a pod or a container (a reset names no sandbox).
     ``pod_uid`` is the uid in a pod or container cgroup's name (a static pod's
     config hash), ``container_id`` the runtime id in a container cgroup's name.
     An empty ``cpus``/``mems`` is an unset cpuset.
@@ -77,9 +62,7 @@ class Restore:
 
     path: str
     level: CgroupLevel
-    cpus: CPUSet | None = None
-    mems: CPUSet | None = None
-    cpu_max: str | None = None
+    values: CgroupValues
     pod: str | None = None
     container: str | None = None
 
@@ -116,12 +99,12 @@ def _wider(found: CPUSet | None, everything: CPUSet) -> CPUSet | None:
     return everything
 
 
-def _quota(found: CpuMax | None, limit: int | None, period_us: int) -> str | None:
+def _quota(found: CpuMax | None, limit: int | None, period_us: int) -> CpuMax | None:
     """The kubelet's quota for ``limit``, when podpin's ``max`` stands where the kubelet put one."""
     quota = cfs_quota(limit, period_us)
     if found is None or found.quota is not None or quota is None:
         return None
-    return f"{quota} {period_us}"
+    return CpuMax(quota=quota, period=period_us)
 
 
 def plan_restore(
@@ -147,7 +130,7 @@ def plan_restore(
     for facts in found:
         pod = by_uid.get(facts.pod_uid) if facts.pod_uid is not None else None
         name: str | None = None
-        cpu_max: str | None = None
+        cpu_max: CpuMax | None = None
         if facts.level is CgroupLevel.POD:
             if pod is None and facts.pod_uid is not None:
                 unknown.append(
@@ -160,15 +143,17 @@ def plan_restore(
             if view is not None:
                 name = view.name
                 cpu_max = _quota(facts.cpu_max, container_cpu_limit(pod, view), period_us)
-        restore = Restore(
-            path=facts.path,
-            level=facts.level,
-            cpus=_wider(facts.cpus, online),
-            mems=_wider(facts.mems, mems),
-            cpu_max=cpu_max,
-            pod=pod.full_name if pod is not None else None,
-            container=name,
+        values = CgroupValues(
+            cpuset_cpus=_wider(facts.cpus, online), cpuset_mems=_wider(facts.mems, mems), cpu_max=cpu_max
         )
-        if restore.cpus is not None or restore.mems is not None or restore.cpu_max is not None:
-            restores.append(restore)
+        if not values.is_empty():
+            restores.append(
+                Restore(
+                    path=facts.path,
+                    level=facts.level,
+                    values=values,
+                    pod=pod.full_name if pod is not None else None,
+                    container=name,
+                )
+            )
     return RestorePlan(restores=tuple(restores), unknown=tuple(unknown))

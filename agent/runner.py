@@ -44,36 +44,39 @@ import structlog
 from agent.agent_lock import AgentLock, LockHeldError, acquire_lock
 from agent.alloc import CheckpointError, Planner, PlannerError, state_to_checkpoint
 from agent.audit import AffinityAudit, InterferenceCollector, PsutilProbe
-from agent.cgroups.errors import CgroupError
-from agent.cgroups.fs import CgroupFS, FileOps
-from agent.cgroups.layout import CgroupLayout, detect_layout
-from agent.cgroups.watch import CgroupWatcher, WatchEvent, WatchMode
+from agent.cgroups import (
+    CgroupError,
+    CgroupFS,
+    CgroupLayout,
+    CgroupWatcher,
+    FileOps,
+    WatchEvent,
+    WatchMode,
+    detect_layout,
+)
 from agent.config import AgentConfig, ConfigError
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
 from agent.fault_boundary import Stage
-from agent.kube.client import KubeConfigError, load_api
+from agent.footprint import trim_heap
+from agent.kube import DirSource, EventRecorder, KubeConfigError, KubeSource, PodEvent, PodSource, load_api
 from agent.kube.conditions import ConditionWriter
-from agent.kube.dirsource import DirSource
-from agent.kube.events import EventRecorder
 from agent.kube.node_identity import NodeIdentity
-from agent.kube.source import KubeSource, PodEvent, PodSource
 from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
-from agent.nri.report import CallOutcome, ConnectionEvent, ConnectionKind, Report
+from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Report
 from agent.nrt.publisher import nrt_publisher_for
+from agent.reconcile import Reconciler, Reporter
 from agent.reconcile.devices import device_gate_for
 from agent.reconcile.nri_desk import NRIDesk
 from agent.reconcile.nri_handler import NRIHandoff, NRIRequest, Reply
-from agent.reconcile.reconciler import Reconciler
-from agent.reconcile.reporter import Reporter
-from agent.render.plan_json import plan_to_dict
+from agent.render import plan_to_dict
 from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError, StateServer
 from agent.state_store import DiskOps, StateStore
+from agent.topology import Topology, TopologyError
 from agent.topology.load import load_topology
-from agent.topology.model import Topology, TopologyError
 
 __all__ = ["RunOptions", "AgentError", "Agent"]
 
@@ -198,6 +201,8 @@ class Agent:
         self.planned = threading.Event()
         self._queue: queue.Queue[tuple[str, Any, float]] = queue.Queue()
         self._heartbeat = time.monotonic()
+        self._trimmed_sweeps = 0
+        """The full passes completed when the heap was last trimmed (``agent/footprint.py``)."""
         self._ready_reason = "starting: no pod list yet"
         self._threads: list[threading.Thread] = []
         self.topology = self._topology()
@@ -596,6 +601,7 @@ class Agent:
                     swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
                 if swept:
                     self.metrics.ready.set(1 if self.ready()[0] else 0)
+                    self._trim_after_sweep()
                 continue
             if not self._pass():
                 if self.options.once and self.failure is not None:
@@ -603,6 +609,7 @@ class Agent:
             else:
                 self.planned.set()
                 self.metrics.ready.set(1 if self.ready()[0] else 0)
+                self._trim_after_sweep()
                 if self.nrt is not None and self.reconciler.snapshot is not None:  # NodeResourceTopology export
                     self.nrt.offer(self.reconciler.snapshot.state, self.reconciler.snapshot.topology)
                 if self.options.once:
@@ -611,6 +618,13 @@ class Agent:
                         return 3
                     return 0
         return 0
+
+    def _trim_after_sweep(self) -> None:
+        """Give the heap's free pages back once per completed full pass: what a pass read and planned is freed by
+        then, and glibc would keep it resident (``agent/footprint.py``)."""
+        if self.reconciler.sweeps != self._trimmed_sweeps:
+            self._trimmed_sweeps = self.reconciler.sweeps
+            trim_heap()
 
     def _pass(self) -> bool:
         """One reconcile pass inside the pass's fault boundary; False when none ran (or it failed).

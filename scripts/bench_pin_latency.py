@@ -27,6 +27,18 @@ uses and renames it into place (inotify ``IN_MOVED_TO``, handled like
 
 Both report the median and p99 over all containers.
 
+Where the time goes, per container (``stage_<name>_p50_ms`` / ``_p99_ms``): the
+bench wraps the in-process agent's reconciler methods with timers (a few
+microseconds each) and splits each container's window into ``watch`` (the
+rename to the watcher thread's queued event: inotify wake-up and parse),
+``queue`` (that event waiting for the loop), ``bundle`` (reading the bundle and
+naming the container, ``BundleNamer.identify``), ``to_pass`` (from the event
+handled to the pass that pins it: other queued work, a full pass's step in
+progress), and inside that pass ``decide`` (admissions and releases over every
+pod), ``plan`` (the plan, reused when nothing changed) and ``write`` (scanning
+the pod's cgroup, writing and reading back, settling: the pin latency metric,
+the ``Pinned`` Event); ``pass`` is the whole pass.
+
 Usage::
 
     .venv/bin/python scripts/bench_pin_latency.py               # table
@@ -36,6 +48,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -44,7 +57,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +113,72 @@ def _agent_buckets(agent: Agent) -> list[tuple[float, float]]:
     return sorted(buckets)
 
 
+class StageTimer:
+    """Timestamps of the agent's steps for one container at a time (the bench creates them one by one).
+
+    ``wrap`` replaces a bound method of an object by a timed one; every call appends ``(name, start, end, arg)``
+    (``arg``: the watcher's timestamp for ``on_cgroup``). ``split`` turns the calls since a container's rename into
+    its stages, in milliseconds.
+    """
+
+    STAGES = ("watch", "queue", "bundle", "to_pass", "decide", "plan", "write", "pass")
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, float, float | None]] = []
+        self.rows: list[dict[str, float]] = []
+
+    def wrap(self, owner: object, name: str) -> None:
+        original: Callable[..., Any] = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                seen_at = args[1] if name == "on_cgroup" and len(args) > 1 else None
+                self.calls.append((name, start, time.perf_counter(), seen_at))
+
+        setattr(owner, name, timed)
+
+    def pass_done(self, since: int) -> bool:
+        """Whether the pass that handles the container renamed at call index ``since`` has ended."""
+        calls = self.calls[since:]
+        handled = next((c for c in calls if c[0] == "on_cgroup"), None)
+        return handled is not None and any(c[0] == "run_pass" and c[1] >= handled[2] for c in calls)
+
+    def split(self, since: int, renamed: float) -> None:
+        """Record the stages of the container renamed at ``renamed`` (calls from index ``since`` on)."""
+        calls = self.calls[since:]
+        handled = next((c for c in calls if c[0] == "on_cgroup"), None)
+        pinning = next((c for c in calls if c[0] == "run_pass" and handled is not None and c[1] >= handled[2]), None)
+        if handled is None or pinning is None:
+            return
+        inside = {c[0]: c for c in calls if pinning[1] <= c[1] and c[2] <= pinning[2]}
+        named = next((c for c in calls if c[0] == "identify"), None)
+        row = {
+            "watch": (handled[3] or handled[1]) - renamed,
+            "queue": handled[1] - (handled[3] or handled[1]),
+            "to_pass": pinning[1] - handled[2],
+            "pass": pinning[2] - pinning[1],
+        }
+        if named is not None:
+            row["bundle"] = named[2] - named[1]
+        for stage, method in (("decide", "_decide"), ("plan", "_plan_for"), ("write", "_apply_targeted")):
+            if method in inside:
+                row[stage] = inside[method][2] - inside[method][1]
+        self.rows.append({k: v * 1000 for k, v in row.items()})
+
+    def figures(self) -> dict[str, float]:
+        """``stage_<name>_p50_ms`` and ``_p99_ms`` over the containers recorded."""
+        found: dict[str, float] = {}
+        for stage in self.STAGES:
+            values = [row[stage] for row in self.rows if stage in row]
+            if values:
+                found[f"stage_{stage}_p50_ms"] = round(statistics.median(values), 3)
+                found[f"stage_{stage}_p99_ms"] = round(percentile(values, 99), 3)
+        return found
+
+
 def _pods(n: int, naming: str) -> list[dict[str, Any]]:
     return [
         make_pod(
@@ -121,6 +200,17 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         node.add_pod(raw, cgroups=False)
         node.tree.add_pod(raw["metadata"]["uid"], "Guaranteed")
     agent = node.agent()
+    timer = StageTimer()
+    for owner, name in (
+        (agent.reconciler, "on_cgroup"),
+        (agent.reconciler, "run_pass"),
+        (agent.reconciler, "_decide"),
+        (agent.reconciler, "_plan_for"),
+        (agent.reconciler, "_apply_targeted"),
+        (agent.reconciler.namer, "identify"),
+    ):
+        if owner is not None:
+            timer.wrap(owner, name)
     thread = threading.Thread(target=agent.run, name="agent", daemon=True)
     thread.start()
     try:
@@ -146,6 +236,7 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
                     node.runtime_root, runtime_id, containerd_annotations(uid, "app", pod=raw["metadata"]["name"])
                 )
             staging = node.tree.mkcgroup(target.parent / "staging-app", procs="4242\n")
+            since = len(timer.calls)
             start = time.perf_counter()
             os.rename(staging, target)
             deadline = start + args.timeout
@@ -154,6 +245,8 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
                     raise SystemExit(f"{target} did not get {want} within {args.timeout}s")
                 time.sleep(_POLL)
             observed.append(time.perf_counter() - start)
+            wait_until(functools.partial(timer.pass_done, since), args.timeout, "the pinning pass to end")
+            timer.split(since, start)
         wait_until(
             lambda: (agent.metrics.registry.get_sample_value("podpin_pin_latency_seconds_count") or 0) >= len(pods),
             5.0,
@@ -181,6 +274,7 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
         "agent_median_ms": round(histogram_quantile(0.5, buckets) * 1000, 3),
         "agent_p99_ms": round(histogram_quantile(0.99, buckets) * 1000, 3),
         "agent_mean_ms": round(total / count * 1000, 3) if count else None,
+        **timer.figures(),
     }
 
 
@@ -227,6 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'podpin_pin_latency_seconds':34}{row['agent_median_ms']:>8.3f}ms{row['agent_p99_ms']:>8.3f}ms"
         f"   (mean {row['agent_mean_ms']} ms over {row['agent_count']})"
     )
+    for stage in StageTimer.STAGES:
+        if f"stage_{stage}_p50_ms" in row:
+            print(
+                f"{'  stage ' + stage:34}{row[f'stage_{stage}_p50_ms']:>8.3f}ms{row[f'stage_{stage}_p99_ms']:>8.3f}ms"
+            )
     return 0
 
 

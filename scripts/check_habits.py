@@ -9,6 +9,11 @@
 3. **One ``__init__.py`` convention**: every package of ``agent/`` states ``__all__`` as a literal
    list and only imports and re-exports — no functions, classes or module ``__getattr__``.
 4. **Every test has a docstring**: each ``test_*`` function and method under ``tests/``.
+5. **Imports go through package faces**: outside a package of ``agent/``, a name its
+   ``__init__.py`` exports is imported from the package (``from agent.cgroups import CgroupFS``),
+   not from the module behind it (``agent.cgroups.fs``). Names a face does not export on purpose
+   (a module that loads protobuf or the Kubernetes client, a command's helpers) are still imported
+   from their module. Prints ``deep imports: N``.
 
 Exit status 1 and one line per finding when a habit is broken.
 
@@ -76,8 +81,8 @@ def module_cycles(package: str) -> list[list[str]]:
     return sorted(found)
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+def _module_name(path: Path, base: Path = REPO) -> str:
+    parts = list(path.relative_to(base).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -134,6 +139,52 @@ def init_conventions(root: Path) -> list[str]:
     return problems
 
 
+def _faces(root: Path) -> dict[str, frozenset[str]]:
+    """Every package of ``root``'s tree and the names its ``__init__.py`` lists in ``__all__``."""
+    faces: dict[str, frozenset[str]] = {}
+    for path in root.rglob("__init__.py"):
+        exported: frozenset[str] = frozenset()
+        for node in ast.parse(path.read_text(), str(path)).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                try:
+                    value = ast.literal_eval(node.value)
+                except ValueError:
+                    continue  # init_conventions reports an __all__ that is not a literal
+                exported = frozenset(value) if isinstance(value, list) else frozenset()
+        faces[_module_name(path, root.parent)] = exported
+    return faces
+
+
+def deep_imports(root: Path) -> list[str]:
+    """``from agent.<package>.<module> import name`` outside that package, for names its face exports.
+
+    The package is the outermost one the importing module is not part of: inside ``agent.alloc``,
+    ``agent.alloc.cpumanager.policy_static`` is judged against ``agent.alloc.cpumanager``'s face.
+    """
+    faces = _faces(root)
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        here = _module_name(path, root.parent)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.module is None or node.level:
+                continue
+            parts = node.module.split(".")
+            for depth in range(2, len(parts)):
+                package = ".".join(parts[:depth])
+                if package not in faces or here == package or here.startswith(package + "."):
+                    continue
+                names = sorted(alias.name for alias in node.names)
+                if set(names) <= faces[package]:
+                    where = path.relative_to(root.parent)
+                    problems.append(
+                        f"{where}:{node.lineno}: imports {', '.join(names)} from {node.module}, "
+                        f"not from the face {package}"
+                    )
+                break
+    return problems
+
+
 def undocumented_tests(root: Path) -> list[str]:
     """``test_*`` functions and methods without a docstring."""
     problems = []
@@ -155,9 +206,12 @@ def main() -> int:
     problems += private_imports(REPO / "agent")
     problems += init_conventions(REPO / "agent")
     problems += undocumented_tests(REPO / "tests")
+    deep = deep_imports(REPO / "agent")
+    problems += deep
     for problem in problems:
         print(problem)
     print(f"cycles: {'none' if not cycles else len(cycles)}")
+    print(f"deep imports: {len(deep)}")
     return 1 if problems else 0
 
 

@@ -1,5 +1,8 @@
 """The plan: what every cgroup should hold, as pure values (``docs/design.md``, "cgroup values").
 
+Each cgroup's values are the vocabulary's :class:`~agent.vocabulary.CgroupValues`,
+the type the writer, ``podpin reset`` and NRI take too.
+
 The planner produces a :class:`Plan` from its :class:`~agent.alloc.state.node.NodeState`
 and the current pods; the reconciler only turns it into file writes. Values set
 to ``None`` are left alone (the runtime's or the kernel's value stands).
@@ -39,13 +42,13 @@ from enum import StrEnum
 
 from agent.alloc.devices import DeviceGroup
 from agent.cpuset import CPUSet
-from agent.pods import ContainerKind, CPUEligibility, QOSClass
+from agent.pods import ContainerKind, CPUEligibility
+from agent.vocabulary import CgroupValues, QOSClass
 
 __all__ = [
     "AssignmentType",
     "ContainerPlan",
     "ContainerRequest",
-    "DesiredValues",
     "DeviceAlignment",
     "NUMAFree",
     "Plan",
@@ -183,18 +186,6 @@ class RequestFacts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DesiredValues:
-    """What to write into one cgroup; None = leave that file alone."""
-
-    cpuset_cpus: CPUSet | None = None
-    cpuset_mems: CPUSet | None = None
-    cpu_max: str | None = None
-
-    def is_empty(self) -> bool:
-        return self.cpuset_cpus is None and self.cpuset_mems is None and self.cpu_max is None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ContainerPlan:
     """One container: where it runs and what its cgroup should hold."""
 
@@ -204,7 +195,7 @@ class ContainerPlan:
     cpus: CPUSet
     numa: tuple[int, ...]
     container_id: str | None
-    desired: DesiredValues
+    desired: CgroupValues
     reason: PoolReason
     devices: tuple[DeviceGroup, ...] = ()
 
@@ -237,7 +228,7 @@ class PodPlan:
     message: str | None
     numa_affinity: tuple[int, ...] | None
     bubble: CPUSet | None
-    desired: DesiredValues
+    desired: CgroupValues
     containers: tuple[ContainerPlan, ...]
     interim: CPUSet | None = None
     cgroup_uid: str = ""
@@ -263,7 +254,7 @@ class Plan:
     online: CPUSet
     reserved: CPUSet
     shared_pool: CPUSet
-    qos_desired: DesiredValues
+    qos_desired: CgroupValues
     pods: tuple[PodPlan, ...]
 
     def pod(self, uid: str) -> PodPlan:

@@ -36,7 +36,7 @@ from types import MappingProxyType
 from agent.alloc.admission import Providers, admit_pod
 from agent.alloc.cpumanager import CPUManagerPolicy, CPUState, StaticCPUPolicy, reserved_cpus_for, validate_cpu_state
 from agent.alloc.cpumanager.policy_static import take_options_for
-from agent.alloc.cpumanager.restore import find_stale, missing_entries
+from agent.alloc.cpumanager.restore import StaleAllocation, StaleCause, find_stale, missing_entries
 from agent.alloc.devicemanager import DeviceManager
 from agent.alloc.devices import PodDevices
 from agent.alloc.errors import AllocationError, PlacementError, PlannerError
@@ -49,7 +49,6 @@ from agent.alloc.memorymanager import (
 )
 from agent.alloc.plan import (
     ContainerPlan,
-    DesiredValues,
     Plan,
     PodPlan,
     Pool,
@@ -60,6 +59,7 @@ from agent.alloc.state import (
     NodeState,
     Observed,
     PodRecord,
+    contradicted_claims,
     seed_observed,
     validate_node_state,
 )
@@ -76,7 +76,8 @@ from agent.pods import (
     container_exclusive_cpus,
     uses_pod_level_path,
 )
-from agent.topology.model import Topology
+from agent.topology import Topology
+from agent.vocabulary import CgroupValues
 
 __all__ = ["Decision", "Planner"]
 
@@ -300,20 +301,70 @@ class Planner:
             )
         if observed is not None and self._cpu is not None:
             cpu = self._state.cpu.copy()
-            kept = seed_observed(
-                cpu,
-                pod,
-                observed,
-                self._cpu.available(cpu),
-                # The KEP-5526 path (a bubble) needs the pod scope and an aligning policy, as in admit_pod.
-                pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD
-                and self.config.topology_manager_policy != TopologyManagerPolicy.NONE,
-            )
+            kept = self._seed(self._cpu, cpu, pod, observed)
             if kept or pod.uid in cpu.pod_entries:
                 decision = self._admit(pod, cpu, kept=tuple(kept), explain=explain, devices=devices)
                 if decision.admitted:
                     return decision
         return self._admit(pod, self._state.cpu.copy(), explain=explain, devices=devices)
+
+    def release_contradicted(self, live: Iterable[tuple[PodView, Observed]]) -> dict[str, StaleAllocation]:
+        """Release every pod whose restored CPUs another pod's running container holds on its cgroup.
+
+        Called once, after a restart over a checkpoint, with what the live cgroups of the node's pods hold
+        (:func:`~agent.alloc.state.adopt.contradicted_claims`). Such a checkpoint is older than the cgroups (a
+        save failed before the restart): honouring it would move that running container and plan two owners of
+        its CPUs until it moved. Each pod released is no longer admitted: the caller admits it again like a pod
+        the checkpoint missed, offering it its own cgroups' sets, and reports the returned stale allocation
+        (cause ``contradicted_by_cgroups``) with that admission.
+
+        Returns:
+            uid -> what was released and why, for each pod released.
+        """
+        if self._cpu is None:
+            return {}
+        state = self._state.cpu
+        found = contradicted_claims(state, live, self._state.online - self._state.reserved)
+        released: dict[str, StaleAllocation] = {}
+        for uid, detail in found.items():
+            held = self._state.cpu.pod_entries.get(uid, CPUSet()).union(
+                *self._state.cpu.assignments.get(uid, {}).values()
+            )
+            self.release(uid)
+            released[uid] = StaleAllocation(
+                cause=StaleCause.CONTRADICTED_BY_CGROUPS, detail=detail, released=held & self._state.cpu.default
+            )
+        return released
+
+    def holds_observed(self, pod: PodView, observed: Observed) -> bool:
+        """Whether the CPUs ``pod``'s live cgroups hold can all be kept as they are: the pods to admit first.
+
+        True when the pod is not admitted yet, its cgroups hold something :func:`seed_observed` keeps, and every
+        container entitled to exclusive CPUs that holds a set on its cgroup keeps it (the right size, on CPUs
+        nobody in the state claims, inside its bubble). After a restart over a checkpoint older than the cgroups,
+        these pods go before the others, whatever their creation order: a pod admitted afresh first (one that was
+        rejected before and so holds only the node shared pool on its cgroup) would otherwise take the CPUs a
+        running container holds, and that container would move (issue 22, the soak's last finding).
+        """
+        if self._cpu is None or pod.uid in self._state.pods:
+            return False
+        kept = set(self._seed(self._cpu, self._state.cpu.copy(), pod, observed))
+        exclusive = {
+            c.name for c in pod.all_containers if container_exclusive_cpus(pod, c) > 0 and c.name in observed.containers
+        }
+        return bool(kept) and exclusive <= kept
+
+    def _seed(self, policy: StaticCPUPolicy, cpu: CPUState, pod: PodView, observed: Observed) -> list[str]:
+        """:func:`seed_observed` into ``cpu`` (mutated) with this planner's assignable CPUs and path."""
+        return seed_observed(
+            cpu,
+            pod,
+            observed,
+            policy.available(cpu),
+            # The KEP-5526 path (a bubble) needs the pod scope and an aligning policy, as in admit_pod.
+            pod_scope=self.config.topology_manager_scope == TopologyManagerScope.POD
+            and self.config.topology_manager_policy != TopologyManagerPolicy.NONE,
+        )
 
     def _unfinished(self, pod: PodView) -> bool:
         """The CPUs a restored pod holds break the stale rule, or lack some of its containers' entries
@@ -474,7 +525,7 @@ class Planner:
             online=self._state.online,
             reserved=self._state.reserved,
             shared_pool=shared,
-            qos_desired=DesiredValues(cpuset_cpus=shared),
+            qos_desired=CgroupValues(cpuset_cpus=shared),
             pods=plans,
         )
 
@@ -495,7 +546,7 @@ class Planner:
         bubble = state.cpu.pod_entries.get(pod.uid)
         has_memory = state.memory is not None and (pod.uid in state.memory.blocks or pod.uid in state.memory.pod_blocks)
         managed = record is not None and (bool(assignments) or has_memory)
-        period = self.config.cfs_period_text()
+        period = self.config.lifted_cpu_max()
         devices = decision.devices if decision is not None else None
         containers: list[ContainerPlan] = []
         union = CPUSet()
@@ -515,13 +566,13 @@ class Planner:
             union = union | cpus
             mems = mems | (container_mems or CPUSet())
             desired = (
-                DesiredValues(
+                CgroupValues(
                     cpuset_cpus=cpus,
                     cpuset_mems=container_mems,
                     cpu_max=period if pool is exclusive else None,
                 )
                 if managed
-                else DesiredValues()
+                else CgroupValues()
             )
             containers.append(
                 ContainerPlan(
@@ -553,13 +604,13 @@ class Planner:
                     *(c.cpus for c in containers if c.pool is exclusive and c.kind != ContainerKind.INIT)
                 )
                 interim = (bubble - slices) or shared
-            pod_desired = DesiredValues(
+            pod_desired = CgroupValues(
                 cpuset_cpus=union | interim, cpuset_mems=mems or None, cpu_max=period if any_exclusive else None
             )
         elif pod.qos == QOSClass.GUARANTEED:
-            pod_desired = DesiredValues(cpuset_cpus=shared)
+            pod_desired = CgroupValues(cpuset_cpus=shared)
         else:
-            pod_desired = DesiredValues()
+            pod_desired = CgroupValues()
         rejected = decision is not None and not decision.admitted and record is None
         return PodPlan(
             uid=pod.uid,

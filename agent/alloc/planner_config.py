@@ -25,6 +25,7 @@ from agent.alloc.errors import PlannerError
 from agent.alloc.memorymanager import MemoryManagerPolicy
 from agent.alloc.topologymanager import TopologyManagerPolicy, TopologyManagerScope, TopologyPolicyOptions
 from agent.cpuset import CPUSet
+from agent.vocabulary import CpuMax
 
 __all__ = ["PlannerConfig", "ReservedMemory"]
 
@@ -88,6 +89,6 @@ class PlannerConfig:
             return len(self.reserved_system_cpus)
         return -(-self.reserved_cpu_millis // 1000)
 
-    def cfs_period_text(self) -> str:
+    def lifted_cpu_max(self) -> CpuMax:
         """The ``cpu.max`` value that lifts the quota: ``max <period>``."""
-        return f"max {self.cpu_cfs_quota_period_us}"
+        return CpuMax(quota=None, period=self.cpu_cfs_quota_period_us)

@@ -18,7 +18,7 @@ from agent.alloc.plan import ContainerRequest, NUMAFree, Pool, PoolReason, Reaso
 from agent.alloc.state import NodeState
 from agent.cpuset import CPUSet
 from agent.pods import ContainerView, CPUEligibility, PodView, container_exclusive_cpus, cpu_eligibility
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["pool_reason", "request_facts"]
 

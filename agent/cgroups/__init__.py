@@ -3,7 +3,8 @@
 ``layout`` computes and validates paths (systemd or cgroupfs driver; containerd,
 CRI-O or docker), ``fs`` reads values and enables controllers, ``writer`` writes
 values in a safe order with a read-back check (through ``CgroupFS.apply``),
-``values`` holds the value types both share, ``watch`` reports cgroups
+``values`` holds the file names and write records both share (what a cgroup should hold is
+:class:`agent.vocabulary.CgroupValues`), ``watch`` reports cgroups
 appearing and disappearing. Only cgroup v2 is supported; a v1 or hybrid host is
 refused with :class:`CgroupV1Error`.
 """
@@ -27,8 +28,6 @@ from agent.cgroups.layout import (
     ContainerID,
     Driver,
     PodLocation,
-    PodUID,
-    Runtime,
     ScannedContainer,
     ScannedPod,
     detect_layout,
@@ -37,7 +36,7 @@ from agent.cgroups.layout import (
     validate_qos,
     validate_uid,
 )
-from agent.cgroups.values import ApplyReport, CgroupValues, WriteRecord, parse_cpu_max
+from agent.cgroups.values import ApplyReport, WriteRecord
 from agent.cgroups.watch import (
     CgroupRemoved,
     CgroupWatcher,
@@ -61,10 +60,8 @@ __all__ = [
     "EmptyCpusetError",
     "MismatchError",
     # layout
-    "PodUID",
     "CgroupPath",
     "Driver",
-    "Runtime",
     "ContainerID",
     "CgroupLayout",
     "PodLocation",
@@ -82,10 +79,8 @@ __all__ = [
     "Effective",
     "CpuStat",
     # values
-    "CgroupValues",
     "WriteRecord",
     "ApplyReport",
-    "parse_cpu_max",
     # watch
     "CgroupWatcher",
     "PodCgroupAppeared",

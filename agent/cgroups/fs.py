@@ -7,10 +7,10 @@ files without ``O_CREAT``: writing a file that does not exist fails with
 leaving a regular file behind.
 
 :meth:`CgroupFS.apply` writes a set of desired values widen-then-narrow with a
-read-back check; the ordering lives in :mod:`agent.cgroups.writer`, the value
-types it shares with the readers (:class:`CgroupValues`, :class:`ApplyReport`,
-:func:`parse_cpu_max`...) in :mod:`agent.cgroups.values`. Those value types are
-re-exported here, where callers have always imported them from.
+read-back check; the ordering lives in :mod:`agent.cgroups.writer`, the file
+names and write records it shares with the readers in :mod:`agent.cgroups.values`
+(re-exported here), the values themselves in :mod:`agent.vocabulary`
+(:class:`~agent.vocabulary.CgroupValues`, :class:`~agent.vocabulary.CpuMax`).
 """
 
 from __future__ import annotations
@@ -30,34 +30,22 @@ from agent.cgroups.errors import (
     os_error,
 )
 from agent.cgroups.layout import ensure_inside
-from agent.cgroups.values import (
-    CPU_MAX,
-    CPUS,
-    DEFAULT_CFS_PERIOD_US,
-    MEMS,
-    ApplyReport,
-    CgroupValues,
-    WriteRecord,
-    format_cpu_max,
-    parse_cpu_max,
-)
+from agent.cgroups.values import CPU_MAX, CPUS, MEMS, ApplyReport, WriteRecord
 from agent.cgroups.writer import OrderedWriter
 from agent.cpuset import CPUSet, CPUSetError
+from agent.vocabulary import DEFAULT_CFS_PERIOD_US, CgroupValues, CpuMax, CpuMaxError
 
 __all__ = [
     "FileOps",
     "RealFileOps",
-    "CgroupValues",
     "Effective",
     "CpuStat",
     "WriteRecord",
     "ApplyReport",
     "CgroupFS",
-    "parse_cpu_max",
     "CPUS",
     "MEMS",
     "CPU_MAX",
-    "DEFAULT_CFS_PERIOD_US",
 ]
 
 SUBTREE_CONTROL = "cgroup.subtree_control"
@@ -144,8 +132,8 @@ class CgroupFS:
         self._check(cgroup)
         return self._cpuset(cgroup, file)
 
-    def read_cpu_max(self, cgroup: Path) -> str:
-        """``cpu.max`` normalised to ``"<quota|max> <period>"``."""
+    def read_cpu_max(self, cgroup: Path) -> CpuMax:
+        """``cpu.max``, its period always stated."""
         self._check(cgroup)
         return self._cpu_max(cgroup)
 
@@ -166,13 +154,13 @@ class CgroupFS:
         except CPUSetError as error:
             raise self._bad(cgroup, file, text, error) from error
 
-    def _cpu_max(self, cgroup: Path) -> str:
+    def _cpu_max(self, cgroup: Path) -> CpuMax:
         text = self._text(cgroup, CPU_MAX)
         try:
-            quota, period = parse_cpu_max(text, require_period=True)
-        except CgroupValueError as error:
+            value = CpuMax.parse(text, require_period=True)
+        except CpuMaxError as error:
             raise self._bad(cgroup, CPU_MAX, text, error) from error
-        return format_cpu_max(quota, period if period is not None else DEFAULT_CFS_PERIOD_US)
+        return value.with_period(DEFAULT_CFS_PERIOD_US)
 
     def read_values(self, cgroup: Path) -> CgroupValues:
         """The configured (not effective) ``cpuset.cpus``, ``cpuset.mems`` and ``cpu.max``."""

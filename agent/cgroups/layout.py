@@ -40,13 +40,11 @@ from pathlib import Path
 from typing import Literal
 
 from agent.cgroups.errors import CgroupDriverError, CgroupPathError, CgroupV1Error
-from agent.pods import QOSClass
+from agent.vocabulary import POD_UID_FORMS, PodUID, QOSClass, Runtime, is_pod_uid
 
 __all__ = [
-    "PodUID",
     "CgroupPath",
     "Driver",
-    "Runtime",
     "ContainerID",
     "CgroupLayout",
     "PodLocation",
@@ -59,9 +57,6 @@ __all__ = [
     "scan",
 ]
 
-PodUID = str
-"""A pod's ``metadata.uid``: an RFC 4122 UUID in lower-case hex, ``-`` separated."""
-
 CgroupPath = Path
 """An absolute path of a cgroup directory, inside the cgroup root."""
 
@@ -73,17 +68,6 @@ class Driver(StrEnum):
     CGROUPFS = "cgroupfs"
 
 
-class Runtime(StrEnum):
-    """A container runtime, named by its ``containerID`` scheme."""
-
-    CONTAINERD = "containerd"
-    CRIO = "cri-o"
-    DOCKER = "docker"
-
-
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-#: A static pod's uid in the kubelet: the 32-hex hash of its manifest (cgroups are named after it).
-_CONFIG_HASH = re.compile(r"[0-9a-f]{32}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 #: systemd scope prefix of each runtime's container cgroups.
@@ -100,11 +84,8 @@ def validate_uid(uid: str) -> PodUID:
     A pod uid is a lower-case RFC 4122 UUID; a static pod's is the 32-hex config
     hash the kubelet gives it.
     """
-    if not isinstance(uid, str) or not (_UUID.fullmatch(uid) or _CONFIG_HASH.fullmatch(uid)):
-        raise CgroupPathError(
-            f"invalid pod uid {uid!r}: expected an RFC 4122 UUID in lower-case hex (8-4-4-4-12) "
-            "or a static pod's 32-hex config hash"
-        )
+    if not is_pod_uid(uid):
+        raise CgroupPathError(f"invalid pod uid {uid!r}: expected {POD_UID_FORMS}")
     return uid
 
 
@@ -259,7 +240,7 @@ class CgroupLayout:
         uid = body.replace("_", "-") if self.driver is Driver.SYSTEMD else body
         if self.driver is Driver.SYSTEMD and "-" in body:
             return None
-        return uid if _UUID.fullmatch(uid) or _CONFIG_HASH.fullmatch(uid) else None
+        return uid if is_pod_uid(uid) else None
 
     def find_pod(self, uid: str, qos: str) -> PodLocation | None:
         """Find a pod's cgroup: at the expected QoS level first, then at the other two.

@@ -37,9 +37,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal, Protocol
 
-from agent.cgroups.layout import CgroupLayout, PodUID, Runtime, scan
+from agent.cgroups.layout import CgroupLayout, scan
 from agent.fault_boundary import FaultBoundary, Stage
-from agent.pods import QOSClass
+from agent.vocabulary import PodUID, QOSClass, Runtime
 
 __all__ = [
     "WatchMode",

@@ -41,17 +41,9 @@ from agent.cgroups.errors import (
     MismatchError,
     errno_name,
 )
-from agent.cgroups.values import (
-    CPU_MAX,
-    CPUS,
-    MEMS,
-    ApplyReport,
-    CgroupValues,
-    WriteRecord,
-    format_cpu_max,
-    parse_cpu_max,
-)
+from agent.cgroups.values import CPU_MAX, CPUS, MEMS, ApplyReport, WriteRecord
 from agent.cpuset import CPUSet
+from agent.vocabulary import CgroupValues, CpuMax
 
 __all__ = ["OrderedWriter"]
 
@@ -81,14 +73,14 @@ def _plan_writes(
     plans: Mapping[Path, CgroupValues],
     parents: set[Path],
     sets: Mapping[tuple[Path, str], CPUSet],
-    limits: Mapping[Path, str],
+    limits: Mapping[Path, CpuMax],
 ) -> tuple[list[_Step], list[tuple[Path, str]]]:
     """Decide the writes (pure): widen top-down, then exact values bottom-up.
 
     ``sets`` holds every cpuset file of every cgroup in ``plans``, plus the
     ``.effective`` set of an unset cpuset that must cover descendants (an unset
     cpuset counts as its effective set when deciding whether it already covers
-    its children); ``limits`` the normalised ``cpu.max`` of those that set one.
+    its children); ``limits`` the ``cpu.max`` (period stated) of those that set one.
 
     Returns:
         the writes in order, and the (cgroup, file) pairs left alone because they
@@ -112,13 +104,12 @@ def _plan_writes(
             else:
                 steps.append(_Step(path, file, str(now[path, file]), str(want), "exact"))
         if values.cpu_max is not None:
-            quota, period = parse_cpu_max(values.cpu_max)
             old = limits[path]
-            new = format_cpu_max(quota, period if period is not None else int(old.split()[1]))
+            new = values.cpu_max.with_period(old.period)
             if new == old:
                 unchanged.append((path, CPU_MAX))
             else:
-                steps.append(_Step(path, CPU_MAX, old, new, "exact"))
+                steps.append(_Step(path, CPU_MAX, str(old), str(new), "exact"))
     return steps, unchanged
 
 
@@ -131,14 +122,14 @@ class OrderedWriter:
             called once per cgroup, so the readers below need not check again.
         read_cpuset: reads a cpulist file of a cgroup without checking its path
             (empty = unset); raises :class:`CgroupReadError` or :class:`CgroupValueError`.
-        read_cpu_max: reads ``cpu.max`` normalised to ``"<quota|max> <period>"``,
-            without checking the path; raises as ``read_cpuset``.
+        read_cpu_max: reads ``cpu.max`` with its period stated, without checking
+            the path; raises as ``read_cpuset``.
         write: writes text to a file path in one ``write(2)``; raises ``OSError``.
     """
 
     check: Callable[[Path], None]
     read_cpuset: Callable[[Path, str], CPUSet]
-    read_cpu_max: Callable[[Path], str]
+    read_cpu_max: Callable[[Path], CpuMax]
     write: Callable[[Path, str], None]
 
     def apply(self, desired: Mapping[Path, CgroupValues]) -> ApplyReport:
@@ -164,7 +155,7 @@ class OrderedWriter:
                 plans[path] = values
         parents = {parent for path in plans for parent in path.parents}
         sets: dict[tuple[Path, str], CPUSet] = {}
-        limits: dict[Path, str] = {}
+        limits: dict[Path, CpuMax] = {}
         failed: set[Path] = set()
         for path in _top_down(plans):
             try:
@@ -194,7 +185,7 @@ class OrderedWriter:
         values: CgroupValues,
         covers: bool,
         sets: dict[tuple[Path, str], CPUSet],
-        limits: dict[Path, str],
+        limits: dict[Path, CpuMax],
     ) -> None:
         """Read every file ``values`` touches into ``sets``/``limits`` before anything is written.
 

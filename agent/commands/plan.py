@@ -56,15 +56,13 @@ from agent.alloc import (
     PodDevices,
 )
 from agent.config import ConfigError, load_config
-from agent.podresources.devices_file import DevicesFileError, load_devices
-from agent.pods.errors import PodSpecError
+from agent.podresources import DevicesFileError, load_devices
+from agent.pods import PodSpecError, PodView, pod_from_dict
 from agent.pods.manifests import MAX_MANIFEST_BYTES, ManifestError, parse_manifest
-from agent.pods.model import PodView, pod_from_dict
+from agent.render import plan_to_dict, pod_to_dict, render_plan_text
 from agent.render.explain import explain_text, explain_to_dict
-from agent.render.plan_json import plan_to_dict, pod_to_dict
-from agent.render.plan_text import render_plan_text
+from agent.topology import TopologyError
 from agent.topology.load import DEFAULT_SYSFS_ROOT, load_topology, machine_name
-from agent.topology.model import TopologyError
 
 __all__ = ["STDIN", "PlanOutput", "devices_without_container", "find_pod", "read_pods", "register", "run"]
 

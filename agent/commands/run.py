@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     # Imported here: the agent pulls in the Kubernetes client, which every other
     # sub-command (and `podpin --help`) would otherwise pay for at start-up.
     from agent.config import ConfigError, load_config
-    from agent.footprint import cap_malloc_arenas
+    from agent.footprint import tune_malloc
     from agent.log import configure_logging, json_for_format
     from agent.runner import Agent, AgentError, RunOptions
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as err:
         print(f"podpin run: configuration: {err}", file=sys.stderr)
         return 2
-    cap_malloc_arenas()  # before any thread starts (agent/footprint.py)
+    tune_malloc()  # before any thread starts (agent/footprint.py)
     try:
         agent = Agent(options)
     except AgentError as err:

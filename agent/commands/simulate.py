@@ -36,8 +36,17 @@ from pathlib import Path
 
 from agent.alloc import OptionsError, PlannerError
 from agent.config import ConfigError, config_from_mapping
-from agent.sim.codec import WorkloadError, load_workload
-from agent.sim.engine import simulate
+from agent.sim import (
+    PRESETS,
+    WorkloadError,
+    example_machine,
+    load_workload,
+    preset,
+    render_text,
+    scaled,
+    simulate,
+    simulation_to_dict,
+)
 from agent.sim.gpu import (
     DEFAULT_TRIALS,
     GPU_PRESET,
@@ -46,14 +55,10 @@ from agent.sim.gpu import (
     gpu_simulation_to_dict,
     render_gpu_text,
 )
-from agent.sim.machines import example_machine
 from agent.sim.plot import PlotError, render_png
-from agent.sim.presets import PRESETS, preset
-from agent.sim.report import render_text, simulation_to_dict
 from agent.sim.scheduler import SCHEDULERS, SchedulerName
-from agent.sim.workload import scaled
+from agent.topology import Topology, TopologyError
 from agent.topology.load import load_topology
-from agent.topology.model import Topology, TopologyError
 
 __all__ = ["OUTPUTS", "POLICIES", "register", "run"]
 

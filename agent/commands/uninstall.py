@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     """Uninstall; returns the exit status."""
-    from agent.kube.client import KubeConfigError, load_api
+    from agent.kube import KubeConfigError, load_api
     from agent.kube.workloads import WorkloadCalls
     from agent.uninstaller import CANNOT_START, uninstall
 

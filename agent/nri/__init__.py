@@ -41,7 +41,6 @@ from agent.nri.model import (
     CPUResources,
     CreateResult,
     PodSandbox,
-    quota_from_cpu_max,
 )
 from agent.nri.report import (
     CallOutcome,
@@ -76,5 +75,4 @@ __all__ = [
     "PodSandbox",
     "Report",
     "nri_config_from_mapping",
-    "quota_from_cpu_max",
 ]

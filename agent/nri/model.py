@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
-from agent.cgroups import CgroupValueError, parse_cpu_max
 from agent.cpuset import CPUSet
+from agent.vocabulary import CgroupValues
 
 __all__ = [
     "CPUResources",
@@ -35,7 +35,6 @@ __all__ = [
     "CreateResult",
     "PodSandbox",
     "UNLIMITED_QUOTA",
-    "quota_from_cpu_max",
 ]
 
 UNLIMITED_QUOTA = -1
@@ -150,6 +149,22 @@ class ContainerAdjustment:
     def __post_init__(self) -> None:
         _check_values("ContainerAdjustment", self.cpuset_cpus, self.cpuset_mems, self.cpu_quota, self.cpu_period)
 
+    @classmethod
+    def of(cls, values: CgroupValues) -> ContainerAdjustment:
+        """The adjustment that gives a container these planned cgroup values.
+
+        An empty cpuset is left to the runtime (it would un-pin); ``cpu.max``
+        becomes the quota (:data:`UNLIMITED_QUOTA` for ``max``) and its period
+        (None, the runtime's, when the value states none).
+        """
+        cpu_max = values.cpu_max
+        return cls(
+            cpuset_cpus=values.cpuset_cpus or None,
+            cpuset_mems=values.cpuset_mems or None,
+            cpu_quota=None if cpu_max is None else UNLIMITED_QUOTA if cpu_max.quota is None else cpu_max.quota,
+            cpu_period=None if cpu_max is None else cpu_max.period,
+        )
+
     def is_empty(self) -> bool:
         """True when nothing is adjusted."""
         return (
@@ -194,19 +209,3 @@ class CreateResult:
 
     adjustment: ContainerAdjustment = field(default_factory=ContainerAdjustment)
     updates: tuple[ContainerUpdate, ...] = ()
-
-
-def quota_from_cpu_max(cpu_max: str) -> tuple[int, int]:
-    """``(quota, period)`` of a cgroup v2 ``cpu.max`` value (``"max 100000"`` gives ``(-1, 100000)``).
-
-    This is how a planned ``cpu.max`` becomes an adjustment's quota and period.
-    The grammar is the cgroup writer's (:func:`agent.cgroups.parse_cpu_max`),
-    with the period required: an adjustment states both.
-
-    Raises:
-        CgroupValueError: not ``"<quota|max> <period>"`` as the kernel accepts it (a ``ValueError``).
-    """
-    quota, period = parse_cpu_max(cpu_max)
-    if period is None:
-        raise CgroupValueError(f"invalid cpu.max {cpu_max!r}: an adjustment needs '<quota|max> <period>'", text=cpu_max)
-    return (UNLIMITED_QUOTA if quota is None else quota), period

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from agent.kube.api import CoreCalls
+from agent.kube import CoreCalls
 from agent.nrt.compute import GROUP, PLURAL, VERSION
 
 __all__ = ["TopologyCalls"]

@@ -52,7 +52,7 @@ from agent.alloc import (
 from agent.nrt.fingerprint import ANNOTATION, ATTRIBUTE, ATTRIBUTE_METHOD, FingerprintMethod, pod_fingerprint
 from agent.nrt.occupancy import Amounts, Occupancy
 from agent.podresources import AllocatableDevices, DeviceAssignments
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = [
     "API_VERSION",

@@ -31,7 +31,7 @@ from types import MappingProxyType
 from agent.alloc import NodeState, PlannerConfig
 from agent.alloc.memorymanager import default_machine_state
 from agent.cpuset import CPUSet
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["Amounts", "Occupancy", "occupancy_of"]
 

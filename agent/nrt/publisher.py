@@ -53,11 +53,11 @@ from agent.nrt.compute import attributes_of, node_resource_topology
 from agent.nrt.occupancy import occupancy_of
 from agent.nrt.ownership import FIELD_MANAGER, other_writers
 from agent.podresources import AllocatableDevices, DeviceAssignments, PodResourcesClient, PodResourcesError
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 if TYPE_CHECKING:
     from agent.alloc import NodeState
-    from agent.kube.api import CoreCalls
+    from agent.kube import CoreCalls
 
 __all__ = ["NRTPublisher", "PublishResult", "has_extended_resources", "nrt_publisher_for"]
 

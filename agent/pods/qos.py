@@ -21,20 +21,12 @@ and only amounts above zero.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from enum import StrEnum
 from fractions import Fraction
 
 from agent.pods.resources import Amount, ExactResources
+from agent.vocabulary import QOSClass
 
 __all__ = ["QOSClass", "compute_qos", "pod_qos"]
-
-
-class QOSClass(StrEnum):
-    """A pod QoS class, spelled as in ``status.qosClass`` (the cgroup layout names its levels after it too)."""
-
-    GUARANTEED = "Guaranteed"
-    BURSTABLE = "Burstable"
-    BESTEFFORT = "BestEffort"
 
 
 _COMPUTE = ("cpu", "memory")

@@ -18,7 +18,7 @@ from agent.reconcile.pods import BadContainerID, Malformed, PodCache
 from agent.reconcile.reconciler import Pending, Reconciler
 from agent.reconcile.reporter import EventSink, Reporter
 from agent.reconcile.sweep import QoSLevels, Sweep, SweepStep
-from agent.reconcile.targets import Target, TargetLevel, pod_targets, qos_targets, values_of
+from agent.reconcile.targets import Target, pod_targets, qos_targets
 
 __all__ = [
     "PRECEDENCE",
@@ -37,8 +37,6 @@ __all__ = [
     "Sweep",
     "SweepStep",
     "Target",
-    "TargetLevel",
     "pod_targets",
     "qos_targets",
-    "values_of",
 ]

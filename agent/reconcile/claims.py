@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from agent.pods.model import PodView
+from agent.pods import PodView
 
 __all__ = ["CgroupClaims", "Conflict"]
 

@@ -42,7 +42,7 @@ from agent.alloc import AllocatableDevices, DeviceAssignments, PodDevices
 from agent.alloc.devicemanager import container_device_requests
 from agent.fault_boundary import FaultBoundary, Stage
 from agent.podresources import PodResourcesClient, PodResourcesError
-from agent.pods.model import PodView
+from agent.pods import PodView
 
 __all__ = ["CALL_TIMEOUT", "RETRY_INTERVAL", "DeviceAnswer", "DeviceGate", "DeviceSource", "device_gate_for"]
 

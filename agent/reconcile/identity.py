@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
-from agent.cgroups import CgroupPathError, ContainerID, Runtime
+from agent.cgroups import CgroupPathError, ContainerID
 from agent.pods import PodView
 from agent.runtime import ContainerType, IdentitySource
+from agent.vocabulary import Runtime
 
 __all__ = ["PRECEDENCE", "Identity", "IdentityBook", "StatusFeed", "status_identities"]
 

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.cgroups import Runtime, ScannedPod
+from agent.cgroups import ScannedPod
 from agent.fault_boundary import FaultBoundary, Stage
 from agent.reconcile.identity import Identity, IdentityBook
 from agent.runtime import BundleReader, Found, IdentityErrorReason, IdentitySource, Invalid, NotYet, Unavailable
+from agent.vocabulary import Runtime
 
 __all__ = ["RETRY_DELAYS", "BundleNamer", "ErrorSink"]
 

@@ -46,18 +46,16 @@ from dataclasses import dataclass
 import structlog
 
 from agent.alloc import PodPlan
-from agent.cgroups import CgroupPathError
-from agent.cgroups.layout import validate_uid
+from agent.cgroups import CgroupPathError, validate_uid
 from agent.cpuset import CPUSet
-from agent.nri.model import (
+from agent.nri import (
     Container,
     ContainerAdjustment,
     ContainerUpdate,
     CreateResult,
+    NRIMethod,
     PodSandbox,
-    quota_from_cpu_max,
 )
-from agent.nri.report import NRIMethod
 from agent.reconcile.identity import Identity
 from agent.reconcile.nri_handler import NRIInputError, NRIRequest, Reply
 from agent.reconcile.reconciler import Pending, Reconciler
@@ -173,16 +171,7 @@ class NRIDesk:
         container = next((c for c in planned.containers if c.name == name), None)
         if container is None:
             return ContainerAdjustment(cpuset_cpus=planned.interim or None)
-        desired = container.desired
-        quota = period = None
-        if desired.cpu_max is not None:
-            quota, period = quota_from_cpu_max(desired.cpu_max)
-        return ContainerAdjustment(
-            cpuset_cpus=desired.cpuset_cpus or None,
-            cpuset_mems=desired.cpuset_mems or None,
-            cpu_quota=quota,
-            cpu_period=period,
-        )
+        return ContainerAdjustment.of(container.desired)
 
     def _give_up(self, entry: _Parked, now: float) -> None:
         """The pod did not arrive in time: the shared pool now, the planned set when it arrives."""

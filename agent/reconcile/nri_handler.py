@@ -32,9 +32,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from agent.nri.handler import NRIHandler
-from agent.nri.model import Container, ContainerUpdate, CPUResources, CreateResult, PodSandbox
-from agent.nri.report import NRIMethod
+from agent.nri import Container, ContainerUpdate, CPUResources, CreateResult, NRIHandler, NRIMethod, PodSandbox
 
 __all__ = ["ANSWER_WAIT", "Answer", "NRIHandoff", "NRIInputError", "NRIRequest", "Reply", "Submit"]
 

@@ -25,11 +25,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.cgroups.errors import CgroupPathError
-from agent.cgroups.layout import ContainerID, validate_uid
-from agent.kube.source import PodEvent
-from agent.pods import ContainerKind
-from agent.pods.errors import PodSpecError
+from agent.cgroups import CgroupPathError, ContainerID, validate_uid
+from agent.kube import PodEvent
+from agent.pods import ContainerKind, PodSpecError
 from agent.pods.model import MIRROR_ANNOTATION, PodView, pod_from_dict
 
 __all__ = ["Malformed", "BadContainerID", "PodCache"]

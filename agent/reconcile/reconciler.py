@@ -8,10 +8,11 @@ Each pass does, in order:
    what their statuses say in the identity book (``identity.py``);
 2. release pods that are gone or terminal, then admit new pods in creation
    order (a rejected pod is tried again only after some pod released CPUs).
-   When the state is rebuilt from the live cgroups, the pods whose cgroups
-   hold CPUs are admitted first, so a new pod created earlier cannot take a
-   running container's CPUs; a pod whose latest version is malformed is not
-   released (it still runs on its CPUs);
+   After a restart (a rebuilt state, or a checkpoint older than the cgroups),
+   the pods whose cgroups hold CPUs they can keep are admitted first, then the
+   others seen on their cgroups, so a pod created earlier cannot take a running
+   container's CPUs; a pod whose latest version is malformed is not released
+   (it still runs on its CPUs);
 3. checkpoint the state if it changed (never in dry-run);
 4. plan, and unless the kubelet pins CPUs itself, write the plan into the live
    cgroups: a full pass when one is due (start, resync, any change of the
@@ -65,20 +66,31 @@ from agent.alloc import (
     PodPlan,
     Pool,
 )
+from agent.alloc.cpumanager.restore import StaleAllocation
+from agent.alloc.tally import AllocationEvent
 from agent.audit import AffinityAudit
-from agent.cgroups.errors import CgroupError
-from agent.cgroups.fs import ApplyReport, CgroupFS
-from agent.cgroups.layout import CgroupLayout, ScannedContainer, ScannedPod, ensure_inside, scan
-from agent.cgroups.watch import CgroupRemoved, ContainerCgroupAppeared, PodCgroupAppeared, WatchEvent
+from agent.cgroups import (
+    ApplyReport,
+    CgroupError,
+    CgroupFS,
+    CgroupLayout,
+    CgroupRemoved,
+    ContainerCgroupAppeared,
+    PodCgroupAppeared,
+    ScannedContainer,
+    ScannedPod,
+    WatchEvent,
+    ensure_inside,
+    scan,
+)
 from agent.cpuset import CPUSet
 from agent.fault_boundary import FaultBoundary, Stage
+from agent.kube import PodEvent
 from agent.kube.conditions import readiness_gated
 from agent.kube.node_identity import NodeIdentity, OwnerVerdict
-from agent.kube.source import PodEvent
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import Snapshot, UsageKey
-from agent.pods import ContainerKind, QOSClass
-from agent.pods.model import PodView
+from agent.pods import ContainerKind, PodView, QOSClass
 from agent.reconcile.claims import CgroupClaims
 from agent.reconcile.devices import DeviceGate
 from agent.reconcile.identity import IdentityBook, StatusFeed
@@ -86,10 +98,11 @@ from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import PodRef, Reporter
 from agent.reconcile.sweep import QoSLevels, Sweep
-from agent.reconcile.targets import Target, TargetLevel, pod_targets, qos_targets
+from agent.reconcile.targets import Target, pod_targets, qos_targets
 from agent.runtime import BundleReader, IdentityErrorReason, IdentitySource
 from agent.state_store import StateStore
-from agent.topology.model import Topology
+from agent.topology import Topology
+from agent.vocabulary import CgroupLevel
 
 __all__ = ["Pending", "Reconciler"]
 
@@ -148,6 +161,9 @@ class Reconciler:
             self.namer.boundary = self.boundary
         self._rebuild = rebuild
         self._observations: dict[str, Observed] = {}
+        self._contradicted: dict[str, StaleAllocation] = {}
+        """Pods whose checkpointed CPUs a running container of another pod held at the restart: released, and
+        reported with their next admission."""
         self._decisions: dict[str, Decision] = {}
         self._rejected_at: dict[str, int] = {}
         self._epoch = 0
@@ -310,7 +326,7 @@ class Reconciler:
         scanned = self._scan_pod(pod.cgroup_key, pod.qos)
         if scanned is not None:
             self._write(
-                self._plan, [t for t in pod_targets(pod, scanned, self.identities) if t.level is TargetLevel.POD]
+                self._plan, [t for t in pod_targets(pod, scanned, self.identities) if t.level is CgroupLevel.POD]
             )
         return pod
 
@@ -348,9 +364,15 @@ class Reconciler:
             if self._readoption is not None:
                 self.reporter.readopted(self._readoption, {v.uid: v for v in views})
                 self._readoption = None
-            # A checkpoint may be older than the cgroups (a save failed before the restart): the pods it does
-            # not hold are offered their live cpusets first, so none of them loses CPUs to an older new pod.
+            # A checkpoint may be older than the cgroups (a save failed before the restart): its claims on CPUs
+            # another pod's running container holds are released (stale), and the pods it does not hold are
+            # offered their live cpusets first, so no running container loses its CPUs to the checkpoint or to
+            # an older new pod.
             live = self._observe_live(views)
+            by_uid = {v.uid: v for v in views}
+            self._contradicted = self.planner.release_contradicted(
+                (by_uid[uid], seen) for uid, seen in live.items() if uid in by_uid
+            )
             self._report_disagreements(live)
             self._observations = {uid: seen for uid, seen in live.items() if not self.planner.is_admitted(uid)}
         for bad in malformed:
@@ -359,7 +381,11 @@ class Reconciler:
             self.reporter.bad_container_id(bad_id)
         changed = self._decide(views, {bad.uid for bad in malformed if bad.uid})
         if adopting:
-            behind = sorted(f"{d.namespace}/{d.name}" for d in self._decisions.values() if d.kept_observed)
+            behind = sorted(
+                f"{d.namespace}/{d.name}"
+                for d in self._decisions.values()
+                if d.kept_observed and not any(e.stale is not None for e in d.allocations)
+            )
             if behind:
                 self.log.warning("state.behind_cgroups", pods=behind, kept="the CPUs their cgroups hold")
         self.reporter.forget_gone(
@@ -463,16 +489,30 @@ class Reconciler:
         for uid in [u for u in self._decisions if u not in live]:
             del self._decisions[uid]
             self._rejected_at.pop(uid, None)
+        for uid in [u for u in self._contradicted if u not in live]:
+            del self._contradicted[uid]
         if self.devices is not None:
             self.devices.begin_pass()
             self.devices.forget(live)
-        # Pods whose live cgroups hold CPUs (a rebuilt state) first: they keep them.
-        for view in sorted(views, key=lambda v: v.uid not in self._observations):
+        for view in sorted(views, key=self._adoption_order):
             if view.is_terminal:
                 continue
             with self.boundary.guard(Stage.POD, pod=(view.namespace, view.name, view.uid)):
                 changed = self._decide_one(view) or changed
         return changed
+
+    def _adoption_order(self, view: PodView) -> int:
+        """Where a pod goes in a pass's admissions (a stable sort keeps creation order within each rank).
+
+        0: its live cgroups hold CPUs it can keep as they are (``Planner.holds_observed``); 1: other pods seen
+        on their cgroups (a rebuilt or older state); 2: the rest. A pod rejected before a restart holds the node
+        shared pool on its pod cgroup: seen, but keeping nothing; admitted before a running container's pod, it
+        took that container's CPUs (issue 22, the soak's last finding).
+        """
+        seen = self._observations.get(view.uid)
+        if seen is None:
+            return 2
+        return 0 if self.planner.holds_observed(view, seen) else 1
 
     def _decide_one(self, view: PodView) -> bool:
         """Admit one pod that is not terminal (or take a restored one's plan); True when the state changed.
@@ -508,6 +548,11 @@ class Reconciler:
             view, self._observations.pop(view.uid, None), devices=answer.devices if answer is not None else None
         )
         seconds = self.clock() - start
+        stale = self._contradicted.pop(view.uid, None)
+        if stale is not None:  # its checkpointed CPUs were released at the restart: said with this admission
+            decision = dataclasses.replace(
+                decision, allocations=(AllocationEvent.released_stale(stale), *decision.allocations)
+            )
         self._decisions[view.uid] = decision
         if answer is not None and answer.unknown is not None:
             self.reporter.devices_unknown(decision, answer.unknown, answer.waited)
@@ -628,7 +673,7 @@ class Reconciler:
                 self.namer.identify_live([scanned])
             found = pod_targets(pod, scanned, self.identities)
             if not dirty and new is not None:
-                found = [t for t in found if t.level is TargetLevel.POD or t.path in new]
+                found = [t for t in found if t.level is CgroupLevel.POD or t.path in new]
             targets.extend(found)
         self._write(plan, targets)
 
@@ -681,7 +726,7 @@ class Reconciler:
         return [
             (pod.container(t.container), t.path)
             for t in targets
-            if t.level is TargetLevel.CONTAINER and t.container is not None
+            if t.level is CgroupLevel.CONTAINER and t.container is not None
         ]
 
     def _finish_sweep(self, sweep: Sweep) -> None:
@@ -778,7 +823,7 @@ class Reconciler:
         bad = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}
         done_pods: dict[str, bool] = {}
         for target in targets:
-            if target.level is not TargetLevel.CONTAINER or target.pod is None:
+            if target.level is not CgroupLevel.CONTAINER or target.pod is None:
                 continue
             ok = target.path not in bad
             done_pods[target.pod.uid] = done_pods.get(target.pod.uid, True) and ok

@@ -38,12 +38,11 @@ import structlog
 from agent.alloc import Decision, PodPlan, PodRecord, Pool
 from agent.alloc.state.readopt import Readoption
 from agent.audit import AUDITED_POOLS, AffinityFinding
+from agent.cgroups import ApplyReport, WriteRecord
 from agent.cgroups.errors import CgroupError, CgroupFileError, MismatchError, errno_name
-from agent.cgroups.fs import ApplyReport, WriteRecord
 from agent.kubelet_state import KubeletCPUPolicy
 from agent.metrics import AgentMetrics
-from agent.pods import ContainerKind
-from agent.pods.model import PodView
+from agent.pods import ContainerKind, PodView
 from agent.reconcile.claims import Conflict
 from agent.reconcile.pods import BadContainerID, Malformed
 from agent.reconcile.targets import Target
@@ -75,6 +74,12 @@ MAX_EVENT_MESSAGE = 1024
 def event_message(text: str) -> str:
     """``text``, cut to :data:`MAX_EVENT_MESSAGE` characters."""
     return text if len(text) <= MAX_EVENT_MESSAGE else text[: MAX_EVENT_MESSAGE - 1] + "…"
+
+
+class _Counter(Protocol):
+    """A metric child that counts (a labelled ``Counter``)."""
+
+    def inc(self, amount: float = 1) -> None: ...
 
 
 class EventSink(Protocol):
@@ -169,6 +174,32 @@ class Reporter:
         self._warned.add(key)
         self.events.warning(ref, reason, message)
 
+    def _pod_problem(
+        self,
+        ref: PodRef,
+        event: str,
+        *,
+        reason: str,
+        message: str,
+        count: _Counter | None = None,
+        as_error: bool = False,
+        **fields: Any,
+    ) -> None:
+        """The one shape of a pod's problem: count it, one log line naming the pod, one Warning Event.
+
+        Args:
+            ref: the pod (namespace, name, uid): the line's first fields and the Event's object.
+            event: the log line's event name (``pod.cgroup_taken``...).
+            reason: the Event's reason; ``message`` its text (posted once per distinct message).
+            count: the metric child to increment first, if the problem is counted.
+            as_error: an error line instead of a warning.
+            fields: the line's other fields, after the pod's.
+        """
+        if count is not None:
+            count.inc()
+        (self.log.error if as_error else self.log.warning)(event, namespace=ref[0], pod=ref[1], uid=ref[2], **fields)
+        self._warn_once(ref, reason, message)
+
     def pod_warning(self, ref: PodRef, reason: str, message: str) -> None:
         """A Warning Event on the pod, once per distinct message (the fault boundary's ``PodpinInternalError``)."""
         self._warn_once(ref, reason, message)
@@ -179,16 +210,15 @@ class Reporter:
         for event in decision.allocations:
             if event.stale is None:
                 continue
-            self.log.warning(
+            self._pod_problem(
+                _ref(decision),
                 "pod.stale_allocation",
-                namespace=decision.namespace,
-                pod=decision.name,
-                uid=decision.uid,
+                reason="PodpinStaleAllocation",
+                message=event_message(event.stale.message()),
                 cause=event.stale.cause,
                 detail=event.stale.detail,
                 released=str(event.stale.released),
             )
-            self._warn_once(_ref(decision), "PodpinStaleAllocation", event_message(event.stale.message()))
 
     def admitted(self, decision: Decision, plan: PodPlan | None, seconds: float) -> None:
         self._rejections.pop(decision.uid, None)
@@ -249,22 +279,17 @@ class Reporter:
 
     def devices_unknown(self, decision: Decision, problem: str, waited: float) -> None:
         """A pod admitted without device hints: its devices were not known within ``deviceWaitTimeout``."""
-        self.metrics.devices_unknown.inc()
-        self.log.warning(
-            "pod.devices_unknown",
-            namespace=decision.namespace,
-            pod=decision.name,
-            uid=decision.uid,
-            waited_seconds=round(waited, 3),
-            problem=problem,
-        )
-        self._warn_once(
+        self._pod_problem(
             _ref(decision),
-            "PodpinDevicesUnknown",
-            event_message(
+            "pod.devices_unknown",
+            reason="PodpinDevicesUnknown",
+            message=event_message(
                 f"podpin placed the pod's CPUs without knowing its devices ({problem}, after {waited:.1f}s): "
                 "its exclusive CPUs may not sit on its devices' NUMA nodes"
             ),
+            count=self.metrics.devices_unknown,
+            waited_seconds=round(waited, 3),
+            problem=problem,
         )
 
     def released(self, record: PodRecord) -> None:
@@ -300,22 +325,18 @@ class Reporter:
         if self._malformed.get(key) == bad.error:
             return
         self._malformed[key] = bad.error
-        self.metrics.malformed_pods.labels(reason="status").inc()
-        self.log.error(
+        self._pod_problem(
+            (bad.namespace, bad.name, bad.uid),
             "pod.malformed",
-            namespace=bad.namespace,
-            pod=bad.name,
-            uid=bad.uid,
+            reason="PodpinInvalidPod",
+            message=f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
+            "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
+            count=self.metrics.malformed_pods.labels(reason="status"),
+            as_error=True,
             container=bad.container,
             field=bad.field,
             container_id=bad.container_id,
             error=bad.error,
-        )
-        self._warn_once(
-            (bad.namespace, bad.name, bad.uid),
-            "PodpinInvalidPod",
-            f"podpin cannot find the cgroup of container {bad.container}: {bad.error}; the container is "
-            "not pinned to its own CPUs (its cgroup gets the pod's shared set)",
         )
 
     def readopted(self, readoption: Readoption, pods: Mapping[str, PodView]) -> None:
@@ -330,34 +351,30 @@ class Reporter:
             kept="every CPU still online and not newly reserved",
         )
         for move in readoption.moves:
-            self.metrics.cpus_moved.inc()
             where = f"container {move.container}" if move.container is not None else "the pod's CPUs"
-            self.log.warning(
+            self._pod_problem(
+                (move.namespace, move.name, move.uid),
                 "pod.cpus_moved",
-                namespace=move.namespace,
-                pod=move.name,
-                uid=move.uid,
+                reason="PodpinCPUsMoved",
+                message=f"podpin moved {where} from {move.before} to {move.after}: {move.why()}; "
+                "every other CPU stayed",
+                count=self.metrics.cpus_moved,
                 container=move.container,
                 before=str(move.before),
                 after=str(move.after),
                 offline=str(move.offline),
                 newly_reserved=str(move.reserved),
             )
-            self._warn_once(
-                (move.namespace, move.name, move.uid),
-                "PodpinCPUsMoved",
-                f"podpin moved {where} from {move.before} to {move.after}: {move.why()}; every other CPU stayed",
-            )
         for uid in readoption.dropped:
             view = pods.get(uid)
             if view is None:
                 continue
-            self.log.warning("pod.readmitted", namespace=view.namespace, pod=view.name, uid=uid)
-            self._warn_once(
+            self._pod_problem(
                 (view.namespace, view.name, uid),
-                "PodpinCPUsMoved",
-                "podpin could not keep this pod's CPUs after CPUs went offline or became reserved (too few free "
-                "CPUs to replace them): it is admitted again like a new pod",
+                "pod.readmitted",
+                reason="PodpinCPUsMoved",
+                message="podpin could not keep this pod's CPUs after CPUs went offline or became reserved (too few "
+                "free CPUs to replace them): it is admitted again like a new pod",
             )
 
     def mirror_refused(self, pod: PodView) -> None:
@@ -369,41 +386,31 @@ class Reporter:
         if pod.mirror_owner_mismatch is not None:
             self._mirror_owner_mismatch(pod)
             return
-        self.metrics.cgroup_claims_refused.labels(reason="mirror_not_node_owned").inc()
-        self.log.warning(
+        self._pod_problem(
+            (pod.namespace, pod.name, pod.uid),
             "pod.mirror_annotation_ignored",
-            namespace=pod.namespace,
-            pod=pod.name,
-            uid=pod.uid,
+            reason="PodpinMirrorAnnotationIgnored",
+            message=f"podpin ignores kubernetes.io/config.mirror={pod.mirror_refused} on this pod: no Node owns it, "
+            "so it is not a mirror pod; the pod is handled under its own uid",
+            count=self.metrics.cgroup_claims_refused.labels(reason="mirror_not_node_owned"),
             annotation=pod.mirror_refused,
             why="no ownerReferences entry of kind Node: only the kubelet's mirror pods name another cgroup",
-        )
-        self._warn_once(
-            (pod.namespace, pod.name, pod.uid),
-            "PodpinMirrorAnnotationIgnored",
-            f"podpin ignores kubernetes.io/config.mirror={pod.mirror_refused} on this pod: no Node owns it, so it "
-            "is not a mirror pod; the pod is handled under its own uid",
         )
 
     def _mirror_owner_mismatch(self, pod: PodView) -> None:
         """A pod whose Node owner reference carries another uid than the Node's: not a mirror pod."""
-        self.metrics.cgroup_claims_refused.labels(reason="mirror_owner_uid_mismatch").inc()
-        self.log.warning(
+        self._pod_problem(
+            (pod.namespace, pod.name, pod.uid),
             "pod.mirror_annotation_ignored",
-            namespace=pod.namespace,
-            pod=pod.name,
-            uid=pod.uid,
+            reason="PodpinMirrorAnnotationIgnored",
+            message=f"podpin ignores kubernetes.io/config.mirror={pod.mirror_refused} on this pod: its Node owner "
+            f"reference has uid {pod.mirror_owner_uid!r}, not the Node's {pod.mirror_owner_mismatch}, so it is not a "
+            "mirror pod; the pod is handled under its own uid",
+            count=self.metrics.cgroup_claims_refused.labels(reason="mirror_owner_uid_mismatch"),
             annotation=pod.mirror_refused,
             owner_uid=pod.mirror_owner_uid,
             node_uid=pod.mirror_owner_mismatch,
             why="its Node owner reference's uid is not the Node's: the kubelet did not create it",
-        )
-        self._warn_once(
-            (pod.namespace, pod.name, pod.uid),
-            "PodpinMirrorAnnotationIgnored",
-            f"podpin ignores kubernetes.io/config.mirror={pod.mirror_refused} on this pod: its Node owner reference "
-            f"has uid {pod.mirror_owner_uid!r}, not the Node's {pod.mirror_owner_mismatch}, so it is not a mirror "
-            "pod; the pod is handled under its own uid",
         )
 
     def cgroup_taken(self, conflict: Conflict) -> None:
@@ -413,21 +420,16 @@ class Reporter:
         if self._claims.get(pod.uid) == claim:
             return
         self._claims[pod.uid] = claim
-        self.metrics.cgroup_claims_refused.labels(reason="cgroup_taken").inc()
-        self.log.warning(
+        self._pod_problem(
+            (pod.namespace, pod.name, pod.uid),
             "pod.cgroup_taken",
-            namespace=pod.namespace,
-            pod=pod.name,
-            uid=pod.uid,
+            reason="PodpinCgroupTaken",
+            message=f"podpin leaves this pod unpinned: it maps to the cgroup of pod uid {conflict.cgroup_uid}, which "
+            f"{holder.full_name} holds",
+            count=self.metrics.cgroup_claims_refused.labels(reason="cgroup_taken"),
             cgroup_uid=conflict.cgroup_uid,
             holder=holder.full_name,
             holder_uid=holder.uid,
-        )
-        self._warn_once(
-            (pod.namespace, pod.name, pod.uid),
-            "PodpinCgroupTaken",
-            f"podpin leaves this pod unpinned: it maps to the cgroup of pod uid {conflict.cgroup_uid}, which "
-            f"{holder.full_name} holds",
         )
 
     def identity_error(
@@ -524,7 +526,7 @@ class Reporter:
                     pool=container.pool,
                     cpus=str(container.cpus),
                     numa=list(container.numa),
-                    cpu_max=container.desired.cpu_max,
+                    cpu_max=str(container.desired.cpu_max) if container.desired.cpu_max is not None else None,
                 )
         return fields
 
@@ -584,24 +586,19 @@ class Reporter:
             strays.add(key)
             if key in self._strays:
                 continue
-            self.log.warning(
+            self._pod_problem(
+                (finding.namespace, finding.pod, finding.uid),
                 "affinity.violation",
-                namespace=finding.namespace,
-                pod=finding.pod,
-                uid=finding.uid,
+                reason="PodpinAffinityViolation",
+                message=event_message(
+                    f"{len(finding.threads)} thread(s) of container {finding.container} may run outside its CPUs "
+                    f"{finding.cpus} ({finding.pool}): {shown}{more}"
+                ),
                 container=finding.container,
                 pool=finding.pool,
                 cpus=str(finding.cpus),
                 path=str(finding.path),
                 threads={t.tid: str(t.affinity) for t in finding.threads},
-            )
-            self._warn_once(
-                (finding.namespace, finding.pod, finding.uid),
-                "PodpinAffinityViolation",
-                event_message(
-                    f"{len(finding.threads)} thread(s) of container {finding.container} may run outside its CPUs "
-                    f"{finding.cpus} ({finding.pool}): {shown}{more}"
-                ),
             )
         self._strays = strays
         for pool, count in counts.items():

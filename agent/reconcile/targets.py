@@ -21,30 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from agent.alloc import DesiredValues, Plan, PodPlan
-from agent.cgroups.fs import CgroupValues
-from agent.cgroups.layout import ScannedPod
-from agent.pods import QOSClass
+from agent.alloc import Plan, PodPlan
+from agent.cgroups import ScannedPod
 from agent.reconcile.identity import Identity
 from agent.runtime import ContainerType, IdentitySource
+from agent.vocabulary import CgroupLevel, CgroupValues, QOSClass
 
-__all__ = ["Names", "Target", "TargetLevel", "pod_targets", "qos_targets", "values_of"]
-
-
-class TargetLevel(StrEnum):
-    """Which kind of cgroup a target is (the ``cgroup_level`` of log lines)."""
-
-    QOS = "qos"
-    POD = "pod"
-    CONTAINER = "container"
-    SANDBOX = "sandbox"
-    """The pod's sandbox (pause) container, as its runtime names it: it gets the pod's interim set."""
-    UNIDENTIFIED = "unidentified"
-    """A child of the pod nobody has named yet: it gets the pod's interim set."""
+__all__ = ["Names", "Target", "pod_targets", "qos_targets"]
 
 
 class Names(Protocol):
@@ -61,7 +47,7 @@ class Target:
 
     path: Path
     values: CgroupValues
-    level: TargetLevel
+    level: CgroupLevel
     pod: PodPlan | None = None
     container: str | None = None
     container_id: str | None = None
@@ -69,16 +55,11 @@ class Target:
     """How a container or sandbox was named; None when it was not."""
 
 
-def values_of(desired: DesiredValues) -> CgroupValues:
-    """The writer's value type for a plan's desired values."""
-    return CgroupValues(cpuset_cpus=desired.cpuset_cpus, cpuset_mems=desired.cpuset_mems, cpu_max=desired.cpu_max)
-
-
 def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
     """Targets of one pod whose cgroup exists: the pod, its named containers, its sandbox and unnamed children."""
     targets: list[Target] = []
     if not pod.desired.is_empty():
-        targets.append(Target(path=live.path, values=values_of(pod.desired), level=TargetLevel.POD, pod=pod))
+        targets.append(Target(path=live.path, values=pod.desired, level=CgroupLevel.POD, pod=pod))
     planned = {container.name: container for container in pod.containers}
     for child in live.containers:
         identity = names.in_pod(live.uid, child.id)
@@ -88,8 +69,8 @@ def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
                 targets.append(
                     Target(
                         path=child.path,
-                        values=values_of(container.desired),
-                        level=TargetLevel.CONTAINER,
+                        values=container.desired,
+                        level=CgroupLevel.CONTAINER,
                         pod=pod,
                         container=container.name,
                         container_id=identity.container_id,
@@ -102,7 +83,7 @@ def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
                 Target(
                     path=child.path,
                     values=CgroupValues(cpuset_cpus=pod.interim),
-                    level=TargetLevel.SANDBOX if sandbox else TargetLevel.UNIDENTIFIED,
+                    level=CgroupLevel.SANDBOX if sandbox else CgroupLevel.UNIDENTIFIED,
                     pod=pod,
                     container_id=identity.container_id if identity is not None else child.id,
                     source=identity.source if identity is not None else None,
@@ -114,7 +95,7 @@ def pod_targets(pod: PodPlan, live: ScannedPod, names: Names) -> list[Target]:
 def qos_targets(plan: Plan, qos_levels: Mapping[str, Path]) -> list[Target]:
     """The burstable and besteffort levels among ``qos_levels`` ({"burstable": path, ...}): the node shared pool."""
     return [
-        Target(path=path, values=values_of(plan.qos_desired), level=TargetLevel.QOS)
+        Target(path=path, values=plan.qos_desired, level=CgroupLevel.QOS)
         for name, path in sorted(qos_levels.items())
         if name in (QOSClass.BURSTABLE.value, QOSClass.BESTEFFORT.value)
     ]

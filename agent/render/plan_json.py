@@ -42,7 +42,7 @@ def _container(plan: ContainerPlan) -> dict[str, Any]:
         "pool": plan.pool,
         "cpus": str(plan.cpus),
         "mems": str(mems) if mems is not None else None,
-        "cpu_max": plan.desired.cpu_max,
+        "cpu_max": str(plan.desired.cpu_max) if plan.desired.cpu_max is not None else None,
         "reason": reason_text(plan.reason),
         "reason_kind": plan.reason.kind,
         "eligibility": plan.reason.eligibility,

@@ -18,7 +18,7 @@ from agent.pods import ContainerKind
 from agent.quantity import count_of
 from agent.render.devices import devices_text
 from agent.render.reasons import reason_text, rejection_text
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["render_plan_text", "owner_tags"]
 
@@ -64,7 +64,7 @@ def _pod_lines(pod: PodPlan, show_mems: bool) -> list[str]:
         row = [c.name, c.kind, c.pool, str(c.cpus) or "-", ",".join(map(str, c.numa)) or "-"]
         if show_mems:
             row.append(str(mems) if mems is not None else "-")
-        row.append(c.desired.cpu_max or "-")
+        row.append(str(c.desired.cpu_max) if c.desired.cpu_max is not None else "-")
         row.append(reason_text(c.reason))
         rows.append(row)
     return lines + _table(rows, "  ") + _device_lines(pod)

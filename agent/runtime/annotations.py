@@ -31,8 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.cgroups import CgroupPathError, Runtime, validate_uid
 from agent.runtime.vocabulary import ContainerType, IdentityErrorReason
+from agent.vocabulary import POD_UID_FORMS, Runtime, is_pod_uid
 
 __all__ = [
     "ANNOTATION_KEYS",
@@ -147,12 +147,11 @@ def identity_from_spec(runtime: Runtime, container_id: str, spec: object) -> Bun
             IdentityErrorReason.BAD_ANNOTATION, f"annotation {keys.kind}={kind_text!r}: expected sandbox or container"
         ) from None
     uid = _required(annotations, keys.pod_uid)
-    try:
-        validate_uid(uid)
-    except CgroupPathError as err:
+    if not is_pod_uid(uid):
         raise AnnotationError(
-            IdentityErrorReason.BAD_ANNOTATION, f"annotation {keys.pod_uid}={uid!r}: {err.message}"
-        ) from None
+            IdentityErrorReason.BAD_ANNOTATION,
+            f"annotation {keys.pod_uid}={uid!r}: invalid pod uid {uid!r}: expected {POD_UID_FORMS}",
+        )
     name: str | None = None
     if kind is ContainerType.CONTAINER:
         name = _required(annotations, keys.name)

@@ -37,12 +37,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.cgroups import Runtime
 from agent.hostfile import open_regular, read_regular_fd
 from agent.runtime.annotations import AnnotationError, BundleIdentity, identity_from_spec
 from agent.runtime.paths import RuntimePaths
 from agent.runtime.vocabulary import IdentityErrorReason
 from agent.safeparse import MAX_DEPTH, DocumentError, check_depth
+from agent.vocabulary import Runtime
 
 __all__ = [
     "DEFAULT_RUNTIME_ROOT",

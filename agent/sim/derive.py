@@ -38,9 +38,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from agent.pods import QOSClass
-from agent.pods.errors import PodSpecError
-from agent.pods.model import pod_from_dict
+from agent.pods import PodSpecError, QOSClass, pod_from_dict
 from agent.quantity import parse_quantity
 from agent.sim.workload import ContainerTemplate, PodTemplate
 

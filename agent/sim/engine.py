@@ -29,7 +29,7 @@ from agent.sim.measure import ModelResult, measure, pinned_request
 from agent.sim.records import UNSCHEDULABLE, NodeResult, PodOutcome, Replay
 from agent.sim.scheduler import SCHEDULERS, SchedulerName, node_allocatable
 from agent.sim.workload import Workload, arrivals
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["Simulation", "replay", "simulate"]
 

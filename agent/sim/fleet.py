@@ -38,7 +38,7 @@ from typing import Any
 
 from agent.alloc import Planner, PlannerConfig
 from agent.nrt import attributes_of, node_resource_topology, occupancy_of
-from agent.pods.model import PodView, pod_from_dict
+from agent.pods import PodView, pod_from_dict
 from agent.sim.derive import Model, pod_manifest
 from agent.sim.numa_aware import nrt_filter, nrt_score
 from agent.sim.scheduler import (
@@ -50,7 +50,7 @@ from agent.sim.scheduler import (
     pod_requests,
 )
 from agent.sim.workload import Workload
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["Fleet", "Move", "NodeClass"]
 

@@ -38,8 +38,8 @@ from types import MappingProxyType
 from typing import Any
 
 from agent.alloc import AllocatableDevices, DeviceGroup, Planner, PlannerConfig, PodDevices
-from agent.pods.model import PodView, pod_from_dict
-from agent.topology.model import Topology
+from agent.pods import PodView, pod_from_dict
+from agent.topology import Topology
 
 __all__ = [
     "CPU_PODS",

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from agent.cpuset import CPUSet
-from agent.topology.model import CPU, Device, NUMANode, Topology
+from agent.topology import CPU, Device, NUMANode, Topology
 
 __all__ = ["GIB", "example_machine", "synthetic_machine"]
 

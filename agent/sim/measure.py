@@ -41,11 +41,9 @@ from types import MappingProxyType
 
 from agent.alloc import Pool
 from agent.cpuset import CPUSet
-from agent.pods import ContainerKind
-from agent.pods.eligibility import container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
-from agent.pods.model import PodView
+from agent.pods import ContainerKind, PodView, container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
 from agent.sim.records import Replay
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["ModelResult", "measure", "pinned_request", "stranded_threshold"]
 

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from agent.config import AgentConfig
-from agent.pods.model import PodView, effective_requests
-from agent.topology.model import Topology
+from agent.pods import PodView, effective_requests
+from agent.topology import Topology
 
 __all__ = [
     "MAX_PODS",

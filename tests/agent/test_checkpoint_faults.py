@@ -245,3 +245,89 @@ def test_checkpoint_disagreeing_with_a_cgroup_is_reported(node: AgentNode) -> No
     assert [{f"{uid}/app": {"checkpoint": "3,19", "cgroup": "1,17"}}] == [
         e["containers"] for e in lines(logs, "state.disagrees_with_cgroups")
     ]
+
+
+def test_restart_admits_the_pods_holding_their_cpus_before_a_rejected_earlier_one(node: AgentNode) -> None:
+    """The soak's sequence (issue 22): while saves fail, ``early`` (created first) is rejected, two checkpointed
+    pods go and ``recent`` is pinned; after a restart over that checkpoint, ``recent`` keeps its CPUs and ``early``
+    is still refused.
+
+    Failed before the fix: the restarted agent saw ``early`` on its cgroups too (its pod cgroup holds the node
+    shared pool) and admitted the pods it saw in creation order, so ``early`` took ``recent``'s CPUs and
+    ``recent`` was refused (``available=0``) and moved to the node shared pool.
+    """
+    filler, g1, g2 = gu("filler", "27", ts=9), gu("g1", "1", ts=7), gu("g2", "2", ts=8)
+    early, recent = gu("early", "4", ts=1), gu("recent", "2", ts=10)
+    for raw in (filler, g1, g2):
+        node.add_pod(raw)
+    node.run_once()
+    saved = _uids(node)
+    disk = Disk()
+
+    def planned(agent: Agent, raw: dict[str, Any]) -> bool | None:
+        plan = agent.reconciler.plan
+        pod = next((p for p in plan.pods if p.uid == raw["metadata"]["uid"]), None) if plan is not None else None
+        return pod.admitted if pod is not None else None
+
+    with running(_agent(node, disk)) as agent:
+        disk.full = True
+        node.add_pod(early)
+        wait_until(lambda: planned(agent, early) is False, what="early refused")
+        node.remove_pod(g1)
+        node.add_pod(recent)
+        wait_until(lambda: len(CPUSet.parse(node.cpus(recent, "app"))) == 2, what="recent pinned")
+        node.remove_pod(g2)
+        wait_until(lambda: planned(agent, g2) is None, what="g2 released")
+        before = (planned(agent, early), node.cpus(recent, "app"))
+    disk.full = False
+    after = node.run_once()
+    assert (
+        {filler["metadata"]["uid"], g1["metadata"]["uid"], g2["metadata"]["uid"]},
+        (False, before[1]),
+        (False, True, before[1]),
+    ) == (
+        saved,
+        before,
+        (planned(after, early), planned(after, recent), node.cpus(recent, "app")),
+    )
+
+
+def test_checkpoint_claim_on_cpus_another_running_container_holds_is_released(node: AgentNode) -> None:
+    """A checkpoint older than the cgroups gives ``web``'s CPUs to ``db``, whose container runs elsewhere (it moved
+    after that save) and lacks ``web`` (pinned after it): ``db``'s claim is released as stale
+    (``contradicted_by_cgroups``: log, metric, Event) and neither running container moves.
+
+    Failed before the fix: the checkpoint's claim was honoured, so ``db``'s container was moved onto ``web``'s CPUs
+    and ``web`` was admitted afresh elsewhere: two exclusive owners of 2,18 until ``web`` moved.
+    """
+    db, web = gu("db", ts=1), gu("web", ts=2)
+    node.add_pod(db)
+    node.add_pod(web)
+    node.run_once()
+    before = (node.cpus(db, "app"), node.cpus(web, "app"))
+    store = StateStore(node.state_dir)
+    state = store.load()
+    assert state is not None
+    cpu = state.cpu.copy()
+    db_uid, web_uid = db["metadata"]["uid"], web["metadata"]["uid"]
+    cpu.set(db_uid, "app", CPUSet.parse(before[1]))
+    cpu.delete(web_uid, "app")
+    cpu.default = (cpu.default | CPUSet.parse(before[0])) - CPUSet.parse(before[1])
+    pods = {uid: record for uid, record in state.pods.items() if uid != web_uid}
+    store.save(dataclasses.replace(state, cpu=cpu, pods=pods))
+    with capture_logs() as logs:
+        agent = node.run_once()
+    stale = lines(logs, "pod.stale_allocation")
+    assert (
+        ("1,17", "2,18"),
+        ("1,17", "2,18"),
+        [("db", "contradicted_by_cgroups", "2,18")],
+        1.0,
+        {db_uid: {"app": "1,17"}, web_uid: {"app": "2,18"}},
+    ) == (
+        before,
+        (node.cpus(db, "app"), node.cpus(web, "app")),
+        [(e["pod"], e["cause"], e["released"]) for e in stale],
+        sample(agent, "podpin_stale_allocations_total", cause="contradicted_by_cgroups"),
+        node.checkpoint()["cpus"]["entries"],
+    )

@@ -24,7 +24,7 @@ from tests.cluster.certs import write_kubeconfig
 from tests.cluster.controlplane import API_SERVICE_IP, NETWORK, NODE_IP, NODE_NAME, ControlPlane
 from tests.cluster.procs import ClusterError, free_port, tail, wait_for
 
-__all__ = ["GATEWAY", "GuestNode", "NodeSpec", "guest_modules", "kubelet_configuration"]
+__all__ = ["GATEWAY", "GuestNode", "NodeSpec", "guest_modules", "kubelet_configuration", "vm_dir"]
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_IN_VM = REPO / "tests" / "vm" / "run-in-vm.sh"
@@ -33,13 +33,14 @@ GATEWAY = "10.0.0.2"
 READY_TIMEOUT = 900.0
 
 
-def _vm_dir() -> Path:
+def vm_dir() -> Path:
+    """The VM's kernel, runtime and images (tests/vm/vm-setup.sh; ``PODPIN_VM_DIR``)."""
     return Path(os.environ.get("PODPIN_VM_DIR", "/tmp/podpin-vm"))
 
 
 def modules_dir() -> Path:
     """Where tests/cluster/guest-modules.sh put the guest's NIC and bridge modules for the VM's kernel."""
-    kver = (_vm_dir() / "kver").read_text().strip()
+    kver = (vm_dir() / "kver").read_text().strip()
     return build.build_dir().parent / "guest-modules" / kver
 
 
@@ -142,7 +143,7 @@ class GuestNode:
         relay.chmod(0o755)
         config = {
             "shared": str(shared),
-            "vm_dir": str(_vm_dir()),
+            "vm_dir": str(vm_dir()),
             "modules": str(modules_dir()),
             "node_ip": NODE_IP,
             "gateway": GATEWAY,

@@ -81,7 +81,7 @@ def test_containerd_restart_keeps_the_pods(cluster: tuple[ControlPlane, GuestNod
     assert pid > 1
     wait_for(
         "kubectl exec into pod probe after the containerd restart",
-        lambda: plane.admin.run("exec", "probe", "--", "true", check=False).returncode == 0,
+        lambda: plane.admin.run("exec", "probe", "--", "cat", "/proc/self/status", check=False).returncode == 0,
         timeout=300,
         logs=node.logs(),
         every=3.0,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent.alloc import ContainerPlan, DesiredValues, PodPlan, Pool, PoolReason, ReasonKind
+from agent.alloc import ContainerPlan, PodPlan, Pool, PoolReason, ReasonKind
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, CPUEligibility, QOSClass
+from agent.vocabulary import CgroupValues, CpuMax
 
 __all__ = ["container_plan", "pod_plan"]
 
@@ -20,7 +21,7 @@ def container_plan(name: str, pool: Pool, cpus: CPUSet) -> ContainerPlan:
         cpus=cpus,
         numa=(0,),
         container_id=None,
-        desired=DesiredValues(cpuset_cpus=cpus, cpu_max="max 100000"),
+        desired=CgroupValues(cpuset_cpus=cpus, cpu_max=CpuMax(quota=None, period=100_000)),
         reason=PoolReason(
             kind=ReasonKind.EXCLUSIVE if pool == Pool.EXCLUSIVE else ReasonKind.NOT_ELIGIBLE,
             pool=pool,
@@ -42,6 +43,6 @@ def pod_plan(name: str, containers: Sequence[ContainerPlan], *, namespace: str =
         message=None,
         numa_affinity=(0,),
         bubble=None,
-        desired=DesiredValues(),
+        desired=CgroupValues(),
         containers=tuple(containers),
     )

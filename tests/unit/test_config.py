@@ -47,7 +47,7 @@ class TestDefaults:
             config.pod_resync_period,
             config.metrics_bind_address,
         )
-        assert "max 100000" == config.planner.cfs_period_text()
+        assert "max 100000" == str(config.planner.lifted_cpu_max())
 
     def test_runtime_root(self) -> None:
         """runtimeRoot (where containerd's and CRI-O's state is) defaults to the host root."""

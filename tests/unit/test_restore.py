@@ -13,7 +13,8 @@ import pytest
 
 from agent.cpuset import CPUSet
 from agent.pods import pod_from_dict
-from agent.restore import CgroupFacts, CgroupLevel, CpuMax, Restore, RestorePlan, UnknownPod, plan_restore
+from agent.restore import CgroupFacts, Restore, RestorePlan, UnknownPod, plan_restore
+from agent.vocabulary import CgroupLevel, CgroupValues, CpuMax
 from tests.support.podfactory import container, container_id, make_pod
 
 ONLINE = CPUSet.parse("0-15")
@@ -52,36 +53,37 @@ def test_cpusets_are_widened_only_where_narrowed(
     """A set cpuset that is not every online CPU (memory node) becomes that; unset or complete ones are left alone."""
     level = CgroupFacts(path="kubepods/burstable", level=CgroupLevel.QOS, cpus=cpus, mems=mems)
     restores = _plan(level).restores
-    assert expected == ((restores[0].cpus, restores[0].mems) if restores else None)
+    assert expected == ((restores[0].values.cpuset_cpus, restores[0].values.cpuset_mems) if restores else None)
 
 
 @pytest.mark.parametrize(
     ("found", "period", "expected"),
     [
-        (CpuMax(quota=None, period=100_000), 100_000, "400000 100000"),
-        (CpuMax(quota=None, period=100_000), 50_000, "200000 50000"),
+        (CpuMax(quota=None, period=100_000), 100_000, CpuMax(quota=400_000, period=100_000)),
+        (CpuMax(quota=None, period=100_000), 50_000, CpuMax(quota=200_000, period=50_000)),
         (CpuMax(quota=400_000, period=100_000), 100_000, None),
         (CpuMax(quota=123_000, period=100_000), 100_000, None),
         (None, 100_000, None),
     ],
     ids=["lifted", "configured-period", "kubelet-quota", "someone-elses-quota", "no-cpu-max"],
 )
-def test_only_a_lifted_quota_is_given_back(found: CpuMax | None, period: int, expected: str | None) -> None:
+def test_only_a_lifted_quota_is_given_back(found: CpuMax | None, period: int, expected: CpuMax | None) -> None:
     """A container's ``max`` becomes its limit's quota with the configured period; a quota that is there stays."""
     restores = _plan(_container(cpus=CPUSet.parse("1-4"), cpu_max=found), period=period).restores
-    assert (expected, ONLINE) == (restores[0].cpu_max, restores[0].cpus)
+    assert (expected, ONLINE) == (restores[0].values.cpu_max, restores[0].values.cpuset_cpus)
 
 
 def test_pod_and_container_quota_with_their_names() -> None:
     """The pod cgroup gets the pod's quota and the container its own; both carry whose they are."""
     lifted = CpuMax(quota=None, period=100_000)
     plan = _plan(_pod(cpus=CPUSet(), cpu_max=lifted), _container(cpus=CPUSet(), cpu_max=lifted))
+    quota = CpuMax(quota=400_000, period=100_000)
     assert (
-        Restore(path="kubepods/pod", level=CgroupLevel.POD, cpu_max="400000 100000", pod="default/db"),
+        Restore(path="kubepods/pod", level=CgroupLevel.POD, values=CgroupValues(cpu_max=quota), pod="default/db"),
         Restore(
             path="kubepods/pod/c",
             level=CgroupLevel.CONTAINER,
-            cpu_max="400000 100000",
+            values=CgroupValues(cpu_max=quota),
             pod="default/db",
             container="db",
         ),
@@ -95,8 +97,8 @@ def test_unknown_pods_are_widened_and_named_but_keep_their_quotas() -> None:
         _pod(cpus=CPUSet.parse("1-4"), cpu_max=lifted), _container(cpus=CPUSet.parse("1-4"), cpu_max=lifted), pods=()
     )
     assert ((ONLINE, None), (ONLINE, None), (UnknownPod(path="kubepods/pod", uid=UID, containers=1),)) == (
-        (plan.restores[0].cpus, plan.restores[0].cpu_max),
-        (plan.restores[1].cpus, plan.restores[1].cpu_max),
+        (plan.restores[0].values.cpuset_cpus, plan.restores[0].values.cpu_max),
+        (plan.restores[1].values.cpuset_cpus, plan.restores[1].values.cpu_max),
         plan.unknown,
     )
 
@@ -104,7 +106,9 @@ def test_unknown_pods_are_widened_and_named_but_keep_their_quotas() -> None:
 def test_a_container_no_status_names_keeps_its_quota() -> None:
     """A sandbox (or a container that is gone): widened, but its cpu.max is not podpin's to give back."""
     restores = _plan(_container("f" * 64, cpus=CPUSet.parse("5"), cpu_max=CpuMax(quota=None, period=100_000))).restores
-    assert [(ONLINE, None, "default/db", None)] == [(r.cpus, r.cpu_max, r.pod, r.container) for r in restores]
+    assert [(ONLINE, None, "default/db", None)] == [
+        (r.values.cpuset_cpus, r.values.cpu_max, r.pod, r.container) for r in restores
+    ]
 
 
 def test_nothing_to_restore_is_an_empty_plan() -> None:

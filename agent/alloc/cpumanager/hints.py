@@ -28,7 +28,7 @@ from agent.alloc.topologymanager import (
     popcount_table,
 )
 from agent.cpuset import CPUSet
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["cpu_hints", "lattice_cpu_hints", "listed_cpu_hints", "socket_aligned"]
 

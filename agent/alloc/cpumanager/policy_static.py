@@ -30,7 +30,7 @@ from agent.alloc.pod_budget import validate_pod_budget
 from agent.alloc.topologymanager import CompactProviderHints, HintList, NUMAInfo, TopologyHint
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, ContainerView, PodView, container_exclusive_cpus, pod_level_cpus
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["StaticCPUPolicy", "PodCPUAllocation", "reserved_cpus_for", "take_options_for"]
 

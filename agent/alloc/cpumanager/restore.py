@@ -28,6 +28,12 @@ hand) could still get wrong; :func:`find_stale` names the first rule broken:
 * ``outside_pod_cpus``: a container holds CPUs outside the pod's CPUs (the bubble), or the pod holds a bubble
   the path it is being admitted on does not give, or lacks the one it gives.
 
+One more cause is podpin's alone, judged once at a restart against the live cgroups rather than by the rule above
+(:func:`agent.alloc.state.adopt.contradicted_claims`): ``contradicted_by_cgroups``, a checkpoint older than the
+cgroups (a save failed before the restart) gives a pod CPUs that another pod's running container holds on its
+cgroup. Honoured, it would move that running container; released, the pod is admitted again like one the
+checkpoint missed, keeping what its own cgroups hold where that fits.
+
 Nothing here does I/O; the admission reports what :func:`release_stale` released
 (:class:`~agent.alloc.tally.AllocationEvent`).
 """
@@ -51,6 +57,7 @@ class StaleCause(StrEnum):
     NOT_PREFIX = "not_prefix"
     SHARED_CPU = "shared_cpu"
     OUTSIDE_POD_CPUS = "outside_pod_cpus"
+    CONTRADICTED_BY_CGROUPS = "contradicted_by_cgroups"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

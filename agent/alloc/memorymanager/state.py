@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = [
     "Block",

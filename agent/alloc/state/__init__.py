@@ -12,7 +12,7 @@ kubelet keeps the same split per manager (``cpumanager/state``,
 (``agent/state_store.py``).
 """
 
-from agent.alloc.state.adopt import Observed, seed_observed
+from agent.alloc.state.adopt import Observed, contradicted_claims, running_exclusive, seed_observed
 from agent.alloc.state.checkpoint import CHECKPOINT_VERSION, state_from_checkpoint, state_to_checkpoint
 from agent.alloc.state.node import NodeState, PodRecord, validate_node_state
 from agent.alloc.state.readopt import Move, Readoption, readopt
@@ -21,6 +21,8 @@ __all__ = [
     "CHECKPOINT_VERSION",
     "NodeState",
     "Observed",
+    "contradicted_claims",
+    "running_exclusive",
     "PodRecord",
     "Move",
     "Readoption",

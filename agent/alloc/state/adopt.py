@@ -12,18 +12,25 @@ containers hold. What is kept then passes the stale rule
 container already in the state; ``AllocatePod`` reuses a restored bubble) then
 compute only what is missing. Observations that do not fit are dropped, never
 forced.
+
+A checkpoint may also be older than the cgroups (a save failed, then the agent
+restarted). Its claims are then checked against what the running containers
+hold (:func:`contradicted_claims`): a pod the checkpoint gives CPUs that another
+pod's running exclusive container holds on its cgroup is released as stale
+(``contradicted_by_cgroups``) and admitted again from its own cgroups, rather
+than moving that container.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agent.alloc.cpumanager import CPUState
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, PodView, container_exclusive_cpus, pod_level_cpus, uses_pod_level_path
 
-__all__ = ["Observed", "seed_observed"]
+__all__ = ["Observed", "contradicted_claims", "running_exclusive", "seed_observed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,3 +98,54 @@ def seed_observed(
         state.pod_entries[pod.uid] = bubble
         state.default = state.default - bubble
     return sorted(kept)
+
+
+def running_exclusive(pod: PodView, observed: Observed, assignable: CPUSet) -> dict[str, CPUSet]:
+    """The exclusive sets ``pod``'s running containers hold on their cgroups: container name -> CPUs.
+
+    Only what can be a container's exclusive slice counts: a container entitled to exclusive CPUs, not terminated
+    (by its status), whose cgroup holds exactly as many assignable CPUs. A sharing container's set (a pool) or the
+    pod cgroup's never does.
+    """
+    held: dict[str, CPUSet] = {}
+    for container in pod.all_containers:
+        cpus = observed.containers.get(container.name)
+        want = container_exclusive_cpus(pod, container)
+        if cpus is None or want == 0 or container.state == "terminated":
+            continue
+        if len(cpus) == want and cpus.is_subset_of(assignable):
+            held[container.name] = cpus
+    return held
+
+
+def contradicted_claims(
+    state: CPUState, live: Iterable[tuple[PodView, Observed]], assignable: CPUSet
+) -> dict[str, str]:
+    """The pods of ``state`` whose CPUs another pod's running container holds on its cgroup: uid -> why, in words.
+
+    Args:
+        state: the restored CPU state (a checkpoint's).
+        live: the pods bound to the node with what their cgroups hold.
+        assignable: the CPUs exclusive sets may hold (online, not reserved).
+
+    A pod's claim is its containers' entries and its bubble. A pod's own cgroups never contradict it (a set that
+    differs from its own entry is said by the shell, ``state.disagrees_with_cgroups``).
+    """
+    holders: dict[int, tuple[str, str, str]] = {}
+    for pod, observed in live:
+        for name, cpus in running_exclusive(pod, observed, assignable).items():
+            for cpu in cpus:
+                holders.setdefault(cpu, (pod.uid, f"{pod.namespace}/{pod.name}", name))
+    found: dict[str, str] = {}
+    for uid in sorted(set(state.assignments) | set(state.pod_entries)):
+        claim = state.pod_entries.get(uid, CPUSet()).union(*state.assignments.get(uid, {}).values())
+        others = {cpu: held for cpu in claim if (held := holders.get(cpu)) is not None and held[0] != uid}
+        if not others:
+            continue
+        first = others[min(others)]
+        cpus = CPUSet(cpu for cpu, held in others.items() if held == first)
+        found[uid] = (
+            f"the checkpoint gives it CPUs {cpus}, which the running container {first[2]} of pod {first[1]} "
+            "holds on its cgroup"
+        )
+    return found

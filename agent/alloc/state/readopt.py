@@ -39,7 +39,7 @@ from agent.alloc.cpumanager.assignment.take import TakeOptions, take_by_topology
 from agent.alloc.errors import AllocationError
 from agent.alloc.state.node import NodeState
 from agent.cpuset import CPUSet
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["Move", "Readoption", "choose_reserved", "needs_readoption", "readopt"]
 

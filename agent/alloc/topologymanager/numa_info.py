@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from agent.alloc.topologymanager.hint import HintError, ids_of, is_narrower_than, mask_of
 
 if TYPE_CHECKING:
-    from agent.topology.model import Topology
+    from agent.topology import Topology
 
 __all__ = ["NUMAInfo"]
 

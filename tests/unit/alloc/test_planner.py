@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 import pytest
 
 from agent.alloc import Planner, PlannerError
+from agent.alloc.state import Observed
 from agent.config import config_from_mapping
 from agent.cpuset import CPUSet
 from agent.pods.model import pod_from_dict
@@ -199,16 +200,71 @@ class TestAdmission:
         assert plan.bubble == mesh.cpus | app.cpus | log.cpus
 
 
+class TestHoldsObserved:
+    """``Planner.holds_observed``: which pods seen on their cgroups keep those CPUs as they are (admitted first)."""
+
+    @staticmethod
+    def two(name: str) -> Any:
+        return pod(name, containers=[container("app", cpu="2", memory="1Gi")])
+
+    def test_a_free_set_of_the_right_size_is_held(self) -> None:
+        """A new pod whose exclusive container holds two free CPUs on its cgroup keeps them."""
+        p = planner()
+        assert p.holds_observed(self.two("recent"), Observed(containers={"app": CPUSet.parse("3-4")}))
+
+    @pytest.mark.parametrize(
+        ("why", "seen"),
+        [
+            ("another pod claims CPU 2", Observed(containers={"app": CPUSet.parse("2-3")})),
+            ("the wrong size", Observed(containers={"app": CPUSet.parse("5-7")})),
+            ("a reserved CPU", Observed(containers={"app": CPUSet.parse("0,5")})),
+            (
+                "only the pod cgroup (a refused pod holds the node shared pool there)",
+                Observed(pod=CPUSet.parse("0,5-15")),
+            ),
+            ("nothing", Observed()),
+        ],
+    )
+    def test_what_cannot_be_kept_as_it_is_is_not_held(self, why: str, seen: Observed) -> None:
+        """A set claimed by a pod in the state, of another size, on a reserved CPU, or no container set at all."""
+        p = planner()
+        first = self.two("first")
+        assert p.admit(first).admitted
+        assert CPUSet.parse("1-2") == p.snapshot().cpu.get(first.uid, "app")
+        assert not p.holds_observed(self.two("recent"), seen), why
+
+    def test_an_admitted_pod_is_not_offered_its_cgroups(self) -> None:
+        """A pod already in the state (restored from the checkpoint) keeps what the state says: not held."""
+        p = planner()
+        first = self.two("first")
+        p.admit(first)
+        assert not p.holds_observed(first, Observed(containers={"app": CPUSet.parse("1-2")}))
+
+    def test_every_exclusive_container_must_keep_its_set(self) -> None:
+        """One container of two keeping its set is not enough: the other one would be placed afresh first."""
+        p = planner()
+        pair = pod("pair", containers=[container("a", cpu="2", memory="1Gi"), container("b", cpu="2", memory="1Gi")])
+        assert (True, False) == (
+            p.holds_observed(pair, Observed(containers={"a": CPUSet.parse("3-4"), "b": CPUSet.parse("5-6")})),
+            p.holds_observed(pair, Observed(containers={"a": CPUSet.parse("3-4"), "b": CPUSet.parse("5")})),
+        )
+
+    def test_policy_none_holds_nothing(self) -> None:
+        """Without the static CPU policy there are no exclusive CPUs to keep."""
+        p = planner(cpuManagerPolicy="none")
+        assert not p.holds_observed(self.two("recent"), Observed(containers={"app": CPUSet.parse("3-4")}))
+
+
 class TestPlanValues:
     def test_exclusive_and_pod_values(self) -> None:
         """Exclusive containers lift the quota; the pod cgroup is the union and unlimited."""
         p = planner()
         p.admit(kep_pod_one_exclusive())
         plan = p.plan([kep_pod_one_exclusive()]).pods[0]
-        assert "max 100000" == plan.container("c1").desired.cpu_max
+        assert "max 100000" == str(plan.container("c1").desired.cpu_max)
         assert None is plan.container("c2").desired.cpu_max
         assert CPUSet.parse("1-5") == plan.desired.cpuset_cpus
-        assert "max 100000" == plan.desired.cpu_max
+        assert "max 100000" == str(plan.desired.cpu_max)
 
     def test_burstable_pod_is_left_to_its_qos_slice(self) -> None:
         """Nothing is written for a Burstable pod; the QoS slice holds the node shared pool."""
@@ -239,7 +295,7 @@ class TestPlanValues:
         """``cpu.max`` uses the configured cpuCFSQuotaPeriod."""
         p = planner(cpuCFSQuotaPeriod="50ms")
         p.admit(kep_pod_one_exclusive())
-        assert "max 50000" == p.plan([kep_pod_one_exclusive()]).pods[0].container("c1").desired.cpu_max
+        assert "max 50000" == str(p.plan([kep_pod_one_exclusive()]).pods[0].container("c1").desired.cpu_max)
 
 
 class TestMemoryStatic:

@@ -7,7 +7,6 @@ import pytest
 from agent.alloc import (
     AssignmentType,
     ContainerPlan,
-    DesiredValues,
     PodPlan,
     Pool,
     PoolReason,
@@ -16,6 +15,7 @@ from agent.alloc import (
 )
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, CPUEligibility, QOSClass
+from agent.vocabulary import CgroupValues
 
 
 def _pod(*, bubble: CPUSet | None, pool: Pool) -> tuple[PodPlan, ContainerPlan]:
@@ -26,7 +26,7 @@ def _pod(*, bubble: CPUSet | None, pool: Pool) -> tuple[PodPlan, ContainerPlan]:
         cpus=CPUSet.parse("1"),
         numa=(0,),
         container_id=None,
-        desired=DesiredValues(),
+        desired=CgroupValues(),
         reason=PoolReason(
             kind=ReasonKind.EXCLUSIVE, pool=pool, eligibility=CPUEligibility.WHOLE_CPUS, qos=QOSClass.GUARANTEED
         ),
@@ -41,7 +41,7 @@ def _pod(*, bubble: CPUSet | None, pool: Pool) -> tuple[PodPlan, ContainerPlan]:
         message=None,
         numa_affinity=(0,),
         bubble=bubble,
-        desired=DesiredValues(),
+        desired=CgroupValues(),
         containers=(container,),
     )
     return pod, container

@@ -15,17 +15,9 @@ from agent.cgroups.errors import (
     EmptyCpusetError,
     MismatchError,
 )
-from agent.cgroups.fs import (
-    ApplyReport,
-    CgroupFS,
-    CgroupValues,
-    CpuStat,
-    Effective,
-    RealFileOps,
-    WriteRecord,
-    parse_cpu_max,
-)
+from agent.cgroups.fs import ApplyReport, CgroupFS, CpuStat, Effective, RealFileOps, WriteRecord
 from agent.cpuset import CPUSet
+from agent.vocabulary import CgroupValues, CpuMax
 from tests.support.cgroupfs_builder import (
     FaultyOps,
     FixtureTree,
@@ -37,6 +29,7 @@ from tests.support.cgroupfs_builder import (
 )
 
 C = CPUSet.parse
+M = CpuMax.parse
 
 
 class Pod:
@@ -102,7 +95,7 @@ class TestReaders:
         pod.tree.preset(pod.a, "cpu.max", "50000 100000\n")
         fs = CgroupFS(pod.root)
         expected = (
-            CgroupValues(cpuset_cpus=C("2-3"), cpuset_mems=C(""), cpu_max="50000 100000"),
+            CgroupValues(cpuset_cpus=C("2-3"), cpuset_mems=C(""), cpu_max=M("50000 100000")),
             Effective(cpus=C("2-3"), mems=C("0-1")),
         )
         assert expected == (fs.read_values(pod.a), fs.read_effective(pod.a))
@@ -149,36 +142,6 @@ class TestReaders:
 
 
 class TestCpuMax:
-    @pytest.mark.parametrize(
-        ("text", "expected"),
-        [
-            ("max", (None, None)),
-            ("max 100000", (None, 100000)),
-            ("50000", (50000, None)),
-            ("50000 20000\n", (50000, 20000)),
-        ],
-    )
-    def test_parse(self, text: str, expected: tuple[int | None, int | None]) -> None:
-        """cpu.max parses to (quota or None for max, period or None when omitted)."""
-        assert expected == parse_cpu_max(text)
-
-    @pytest.mark.parametrize(
-        ("text", "problem"),
-        [
-            ("", "expected 'max|<quota> [<period>]' (µs)"),
-            ("-1", "expected 'max|<quota> [<period>]' (µs)"),
-            ("max  100000", "expected 'max|<quota> [<period>]' (µs)"),
-            ("999 100000", "quota below 1000 µs"),
-            ("max 999", "period outside 1000..1000000 µs"),
-            ("50000 1000001", "period outside 1000..1000000 µs"),
-        ],
-    )
-    def test_invalid(self, text: str, problem: str) -> None:
-        """A cpu.max the kernel would reject is refused when building CgroupValues, quoting it."""
-        with pytest.raises(CgroupValueError) as caught:
-            CgroupValues(cpu_max=text)
-        assert f"invalid cpu.max {text!r}: {problem}" == str(caught.value)
-
     def test_short_read(self, pod: Pod) -> None:
         """A cpu.max read that lost its period is an error naming the file, not a guess."""
         faults = FaultyOps(RealFileOps(), short_reads={pod.a / "cpu.max": 3})
@@ -256,9 +219,9 @@ class TestApplyOrder:
     def test_first_pin(self, pod: Pod) -> None:
         """Unset cgroups get children first, then the pod; an already-right cpu.max is not rewritten."""
         desired = {
-            pod.pod: CgroupValues(cpuset_cpus=C("2-5"), cpu_max="max"),
-            pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpu_max="max"),
-            pod.b: CgroupValues(cpuset_cpus=C("4-5"), cpu_max="50000"),
+            pod.pod: CgroupValues(cpuset_cpus=C("2-5"), cpu_max=M("max")),
+            pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpu_max=M("max")),
+            pod.b: CgroupValues(cpuset_cpus=C("4-5"), cpu_max=M("50000")),
         }
         report = pod.fs().apply(desired)
         expected = [
@@ -340,9 +303,9 @@ class TestApplyOrder:
     def test_unchanged_not_rewritten(self, pod: Pod) -> None:
         """Applying the same values again writes nothing and lists every value as unchanged."""
         desired = {
-            pod.pod: CgroupValues(cpuset_cpus=C("2-5"), cpuset_mems=C("0"), cpu_max="max"),
-            pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpuset_mems=C("0"), cpu_max="max 100000"),
-            pod.b: CgroupValues(cpuset_cpus=C("4-5"), cpuset_mems=C("0"), cpu_max="20000"),
+            pod.pod: CgroupValues(cpuset_cpus=C("2-5"), cpuset_mems=C("0"), cpu_max=M("max")),
+            pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpuset_mems=C("0"), cpu_max=M("max 100000")),
+            pod.b: CgroupValues(cpuset_cpus=C("4-5"), cpuset_mems=C("0"), cpu_max=M("20000")),
         }
         pod.fs().apply(desired)
         pod.recorder.writes.clear()
@@ -361,7 +324,7 @@ class TestApplyOrder:
     def test_cpu_max_written_with_period(self, pod: Pod, current: str, desired: str, written: str) -> None:
         """cpu.max is always written as '<quota|max> <period>', keeping the current period when none is given."""
         pod.tree.preset(pod.a, "cpu.max", current)
-        report = pod.fs().apply({pod.a: CgroupValues(cpu_max=desired)})
+        report = pod.fs().apply({pod.a: CgroupValues(cpu_max=M(desired))})
         assert ([(pod.rel(pod.a), "cpu.max", written)], written, True) == (
             pod.recorder.writes,
             pod.tree.read(pod.a, "cpu.max"),
@@ -374,9 +337,9 @@ class TestApplyRefusalsAndFailures:
     def test_empty_refused(self, pod: Pod, file: str) -> None:
         """An empty cpuset is refused: nothing at all is written to that cgroup, the others are written."""
         if file == "cpuset.cpus":
-            refused = CgroupValues(cpuset_cpus=CPUSet(), cpu_max="max")
+            refused = CgroupValues(cpuset_cpus=CPUSet(), cpu_max=M("max"))
         else:
-            refused = CgroupValues(cpuset_cpus=C("2-3"), cpuset_mems=CPUSet(), cpu_max="max")
+            refused = CgroupValues(cpuset_cpus=C("2-3"), cpuset_mems=CPUSet(), cpu_max=M("max"))
         report = pod.fs().apply({pod.a: refused, pod.b: CgroupValues(cpuset_cpus=C("4-5"))})
         assert [(pod.rel(pod.b), "cpuset.cpus", "4-5")] == pod.recorder.writes
         assert [f"refused to write an empty {file} to {pod.a}: an empty cpuset un-pins the cgroup"] == [
@@ -422,7 +385,7 @@ class TestApplyRefusalsAndFailures:
         faults = FaultyOps(RealFileOps(), write_errors={pod.a / "cpuset.cpus": code})
         desired = {
             pod.pod: CgroupValues(cpuset_cpus=C("2-5")),
-            pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpu_max="max"),
+            pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpu_max=M("max")),
             pod.b: CgroupValues(cpuset_cpus=C("4-5")),
         }
         pod.tree.preset(pod.a, "cpu.max", "50000 100000")
@@ -470,7 +433,10 @@ class TestApplyRefusalsAndFailures:
     def test_read_error_writes_nothing(self, pod: Pod) -> None:
         """A cgroup whose current value cannot be read gets no write at all; the others do."""
         faults = FaultyOps(RealFileOps(), read_errors={pod.a / "cpu.max": errno.EACCES})
-        desired = {pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpu_max="max"), pod.b: CgroupValues(cpuset_cpus=C("4-5"))}
+        desired = {
+            pod.a: CgroupValues(cpuset_cpus=C("2-3"), cpu_max=M("max")),
+            pod.b: CgroupValues(cpuset_cpus=C("4-5")),
+        }
         report = pod.fs(faults).apply(desired)
         assert [(pod.rel(pod.b), "cpuset.cpus", "4-5")] == pod.recorder.writes
         assert [f"read {pod.a}/cpu.max: Permission denied (EACCES)"] == [str(f) for f in report.failures]
@@ -518,6 +484,6 @@ class TestApplyRefusalsAndFailures:
 
     def test_readback_trusts_effective_only(self, pod: Pod) -> None:
         """With plain files (no kernel behind them) cpuset.cpus is written but the unchanged effective is a mismatch."""
-        report = CgroupFS(pod.root).apply({pod.a: CgroupValues(cpuset_cpus=C("3"), cpu_max="max")})
+        report = CgroupFS(pod.root).apply({pod.a: CgroupValues(cpuset_cpus=C("3"), cpu_max=M("max"))})
         assert ("3", ["cpuset.cpus"]) == (pod.tree.read(pod.a, "cpuset.cpus"), [w.file for w in report.writes])
         assert [f"{pod.a}/cpuset.cpus.effective is '0-7', expected '3'"] == [str(m) for m in report.mismatches]

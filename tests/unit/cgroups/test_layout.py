@@ -13,7 +13,6 @@ from agent.cgroups.layout import (
     ContainerID,
     Driver,
     PodLocation,
-    Runtime,
     ScannedContainer,
     ScannedPod,
     detect_layout,
@@ -21,7 +20,7 @@ from agent.cgroups.layout import (
     scan,
     validate_uid,
 )
-from agent.pods import QOSClass
+from agent.vocabulary import QOSClass, Runtime
 from tests.support.cgroupfs_builder import build_tree, build_v1_tree, container_hex, pod_uid
 
 UID = "3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"

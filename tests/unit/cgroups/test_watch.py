@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups.layout import Runtime, detect_layout
+from agent.cgroups.layout import detect_layout
 from agent.cgroups.watch import (
     CgroupRemoved,
     CgroupWatcher,
@@ -25,7 +25,7 @@ from agent.cgroups.watch import (
     WatchEvent,
     WatchMode,
 )
-from agent.pods import QOSClass
+from agent.vocabulary import QOSClass, Runtime
 from tests.support.cgroupfs_builder import FixtureTree, build_tree, container_hex, pod_uid
 
 _IN_Q_OVERFLOW = 0x4000

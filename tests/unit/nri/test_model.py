@@ -12,7 +12,6 @@ from agent.nri import (
     ContainerUpdate,
     CPUResources,
     PodSandbox,
-    quota_from_cpu_max,
 )
 from agent.nri.convert import (
     ConvertError,
@@ -24,6 +23,7 @@ from agent.nri.convert import (
     updates_to_pb,
 )
 from agent.nri.proto import nri_pb2 as pb
+from agent.vocabulary import CgroupValues, CpuMax
 from tests.support.nri_runtime import make_container, make_pod
 
 
@@ -51,29 +51,24 @@ def test_bad_period_and_container_id_are_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"), [("max 100000", (-1, 100000)), ("150000 100000", (150000, 100000)), ("max 5000", (-1, 5000))]
-)
-def test_quota_from_cpu_max(text: str, expected: tuple[int, int]) -> None:
-    """A planned cpu.max becomes (quota, period); "max" is quota -1."""
-    assert expected == quota_from_cpu_max(text)
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
+    ("values", "expected"),
     [
-        ("max", "an adjustment needs '<quota|max> <period>'"),
-        ("0 100000", "quota below 1000 µs"),
-        ("-5 100000", "expected 'max|<quota> [<period>]' (µs)"),
-        ("max 0", "period outside 1000..1000000 µs"),
-        ("100 200 300", "expected 'max|<quota> [<period>]' (µs)"),
-        ("x 100000", "expected 'max|<quota> [<period>]' (µs)"),
+        (
+            CgroupValues(cpuset_cpus=CPUSet.parse("2-3"), cpu_max=CpuMax(quota=None, period=100000)),
+            ContainerAdjustment(cpuset_cpus=CPUSet.parse("2-3"), cpu_quota=-1, cpu_period=100000),
+        ),
+        (
+            CgroupValues(cpuset_mems=CPUSet.parse("1"), cpu_max=CpuMax(quota=150000, period=100000)),
+            ContainerAdjustment(cpuset_mems=CPUSet.parse("1"), cpu_quota=150000, cpu_period=100000),
+        ),
+        (CgroupValues(cpu_max=CpuMax(quota=None)), ContainerAdjustment(cpu_quota=-1)),
+        (CgroupValues(cpuset_cpus=CPUSet(), cpuset_mems=CPUSet()), ContainerAdjustment()),
     ],
+    ids=["lifted", "quota", "no-period", "empty-sets"],
 )
-def test_quota_from_bad_cpu_max(text: str, problem: str) -> None:
-    """Text that is not '<quota|max> <period>' as the kernel takes it is an error quoting it (the cgroup grammar)."""
-    with pytest.raises(ValueError) as raised:
-        quota_from_cpu_max(text)
-    assert f"invalid cpu.max {text!r}: {problem}" == str(raised.value)
+def test_adjustment_of_planned_values(values: CgroupValues, expected: ContainerAdjustment) -> None:
+    """Planned cgroup values become the adjustment: "max" is quota -1, an empty cpuset is left to the runtime."""
+    assert expected == ContainerAdjustment.of(values)
 
 
 def test_labels_and_annotations_are_read_only() -> None:

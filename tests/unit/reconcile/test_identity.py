@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cgroups import Runtime
 from agent.pods import PodView, pod_from_dict
 from agent.reconcile.identity import Identity, IdentityBook, StatusFeed, status_identities
 from agent.runtime import ContainerType, IdentitySource
+from agent.vocabulary import Runtime
 from tests.support.podfactory import container, container_id, make_pod
 
 POD_A = "aaaaaaaa-0000-4000-8000-00000000000a"

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups import Runtime, ScannedContainer, ScannedPod
+from agent.cgroups import ScannedContainer, ScannedPod
 from agent.pods import QOSClass
 from agent.reconcile.identity import Identity, IdentityBook
 from agent.reconcile.naming import RETRY_DELAYS, BundleNamer
 from agent.runtime import BundleReader, ContainerType, IdentityErrorReason, IdentitySource
+from agent.vocabulary import Runtime
 from tests.support.bundles import bundle_path, containerd_annotations, write_bundle, write_raw_bundle
 
 POD = "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.alloc import ContainerPlan, DesiredValues, PodPlan, Pool, PoolReason, ReasonKind
-from agent.cgroups import CgroupValues, Runtime, ScannedContainer, ScannedPod
+from agent.alloc import ContainerPlan, PodPlan, Pool, PoolReason, ReasonKind
+from agent.cgroups import ScannedContainer, ScannedPod
 from agent.cpuset import CPUSet
 from agent.pods import ContainerKind, CPUEligibility, QOSClass
 from agent.reconcile.identity import Identity, IdentityBook
-from agent.reconcile.targets import Target, TargetLevel, pod_targets
+from agent.reconcile.targets import Target, pod_targets
 from agent.runtime import ContainerType, IdentitySource
+from agent.vocabulary import CgroupLevel, CgroupValues, CpuMax, Runtime
 
 POD = "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"
 OTHER_POD = "5b0c1d2e-3f40-4a51-8b62-7c83d94ea5f6"
@@ -18,6 +19,7 @@ ROOT = Path("/sys/fs/cgroup")
 POD_PATH = ROOT / "kubepods" / f"pod{POD}"
 DB, SANDBOX, UNKNOWN, FOREIGN = "d" * 64, "5" * 64, "0" * 64, "f" * 64
 INTERIM = CPUSet.parse("3")
+LIFTED = CpuMax(quota=None, period=100_000)
 
 
 def _plan() -> PodPlan:
@@ -28,7 +30,7 @@ def _plan() -> PodPlan:
         cpus=CPUSet.parse("1-2"),
         numa=(0,),
         container_id=None,
-        desired=DesiredValues(cpuset_cpus=CPUSet.parse("1-2"), cpu_max="max 100000"),
+        desired=CgroupValues(cpuset_cpus=CPUSet.parse("1-2"), cpu_max=LIFTED),
         reason=PoolReason(
             kind=ReasonKind.EXCLUSIVE,
             pool=Pool.EXCLUSIVE,
@@ -46,7 +48,7 @@ def _plan() -> PodPlan:
         message=None,
         numa_affinity=(0,),
         bubble=CPUSet.parse("1-3"),
-        desired=DesiredValues(cpuset_cpus=CPUSet.parse("1-3"), cpu_max="max 100000"),
+        desired=CgroupValues(cpuset_cpus=CPUSet.parse("1-3"), cpu_max=LIFTED),
         containers=(db,),
         interim=INTERIM,
     )
@@ -78,14 +80,14 @@ def test_children_named_by_the_book() -> None:
     expected = [
         Target(
             path=POD_PATH,
-            values=CgroupValues(cpuset_cpus=CPUSet.parse("1-3"), cpu_max="max 100000"),
-            level=TargetLevel.POD,
+            values=CgroupValues(cpuset_cpus=CPUSet.parse("1-3"), cpu_max=LIFTED),
+            level=CgroupLevel.POD,
             pod=plan,
         ),
         Target(
             path=POD_PATH / DB,
-            values=CgroupValues(cpuset_cpus=CPUSet.parse("1-2"), cpu_max="max 100000"),
-            level=TargetLevel.CONTAINER,
+            values=CgroupValues(cpuset_cpus=CPUSet.parse("1-2"), cpu_max=LIFTED),
+            level=CgroupLevel.CONTAINER,
             pod=plan,
             container="db",
             container_id=f"containerd://{DB}",
@@ -94,12 +96,12 @@ def test_children_named_by_the_book() -> None:
         Target(
             path=POD_PATH / SANDBOX,
             values=interim,
-            level=TargetLevel.SANDBOX,
+            level=CgroupLevel.SANDBOX,
             pod=plan,
             container_id=f"containerd://{SANDBOX}",
             source=IdentitySource.BUNDLE,
         ),
-        Target(path=POD_PATH / UNKNOWN, values=interim, level=TargetLevel.UNIDENTIFIED, pod=plan, container_id=UNKNOWN),
-        Target(path=POD_PATH / FOREIGN, values=interim, level=TargetLevel.UNIDENTIFIED, pod=plan, container_id=FOREIGN),
+        Target(path=POD_PATH / UNKNOWN, values=interim, level=CgroupLevel.UNIDENTIFIED, pod=plan, container_id=UNKNOWN),
+        Target(path=POD_PATH / FOREIGN, values=interim, level=CgroupLevel.UNIDENTIFIED, pod=plan, container_id=FOREIGN),
     ]
     assert expected == targets

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from agent.cgroups import Runtime
 from agent.runtime import AnnotationError, BundleIdentity, ContainerType, IdentityErrorReason, identity_from_spec
+from agent.vocabulary import Runtime
 from tests.support.bundles import containerd_annotations, crio_annotations
 
 UID = "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"

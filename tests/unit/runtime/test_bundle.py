@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.cgroups import Runtime
 from agent.runtime import BundleReader, ContainerType, Found, IdentityErrorReason, Invalid, NotYet, Unavailable
+from agent.vocabulary import Runtime
 from tests.support.bundles import (
     bundle_path,
     containerd_annotations,

@@ -7,9 +7,9 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from agent.cgroups import Runtime
 from agent.config import ConfigError, config_from_mapping
 from agent.runtime import BundleReader, Found, NotYet, RuntimePaths, Unavailable
+from agent.vocabulary import Runtime
 from tests.support.bundles import bundle_path, containerd_annotations, crio_annotations, write_bundle
 
 UID = "0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11"

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from agent.alloc.cpumanager.assignment.domains import ID_BITS, ID_MASK, Children, Domains, bits_of, domains_of
 from agent.alloc.errors import AllocationError
 from agent.cpuset import CPUSet
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["Accumulator", "check_count", "not_enough", "take_numa_packed", "take_packed_mask"]
 

@@ -30,7 +30,7 @@ from agent.alloc.cpumanager.assignment.accumulator import Accumulator, check_cou
 from agent.alloc.cpumanager.assignment.domains import domains_of
 from agent.alloc.errors import AllocationError
 from agent.cpuset import CPUSet
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["Distribution", "balance_score", "go_round", "numa_node_range", "plan_distribution", "take_numa_distributed"]
 

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 #: Public to the takers of this package (accumulator, distribute); the package does not export them.
 __all__ = ["ID_BITS", "ID_MASK", "Children", "Domains", "bits_of", "domains_of", "memoised_ids"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agent.alloc.cpumanager.assignment.accumulator import take_numa_packed
 from agent.alloc.cpumanager.assignment.distribute import take_numa_distributed
 from agent.cpuset import CPUSet
-from agent.topology.model import Topology
+from agent.topology import Topology
 
 __all__ = ["TakeOptions", "take_by_topology"]
 

@@ -1,0 +1,1 @@
+"""Unit tests of ``agent.vocabulary``: the words every layer shares."""
