@@ -122,6 +122,9 @@ class Story:
     baseline: dict[str, str]
     applied: list[tuple[str, str]] = field(default_factory=list)
     """(namespace, name) of the test pods on the node, in creation order."""
+    topology: str = ""
+    """``podpin topology --output json`` of the node, read once (a start of podpin in the loaded TCG guest took
+    over two minutes)."""
 
     def kubectl(self, *args: str, timeout: float = 120.0, stdin: str | None = None) -> str:
         return self.plane.admin.run(*args, timeout=timeout, stdin=stdin).stdout
@@ -263,7 +266,9 @@ def _plan(story: Story, pods: list[tuple[str, str]]) -> dict[str, Any]:
     scratch = story.workdir / f"plan-{time.monotonic_ns()}"
     scratch.mkdir()
     topology = scratch / "topology.json"
-    topology.write_text(story.node.sh(str(PODPIN), "topology", "--output", "json").stdout)
+    if not story.topology:
+        story.topology = story.node.sh(str(PODPIN), "topology", "--output", "json", timeout=900).stdout
+    topology.write_text(story.topology)
     config = scratch / "config.yaml"
     config.write_text(
         story.plane.admin.json("-n", NAMESPACE, "get", "configmap", "podpin-config")["data"]["config.yaml"]
@@ -491,7 +496,7 @@ def _writes(story: Story) -> dict[str, float]:
     (the pod network is not reachable from the host)."""
     address = _agent_pods(story)[0]["status"]["podIP"]
     script = f"import urllib.request; print(urllib.request.urlopen('http://{address}:9363/metrics').read().decode())"
-    text = story.node.sh(str(GUEST_PYTHON), "-c", script).stdout
+    text = story.node.sh(str(GUEST_PYTHON), "-c", script, timeout=600).stdout
     counters: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         if family.name in ("podpin_cgroup_writes", "podpin_drift_repairs"):
