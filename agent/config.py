@@ -68,6 +68,7 @@ __all__ = [
     "LIVE_KEYS",
     "MAX_CONFIG_BYTES",
     "NRTSettings",
+    "NodeAllocatable",
     "config_from_mapping",
     "load_config",
     "node_name_of",
@@ -93,6 +94,22 @@ class NRTSettings:
     enabled: bool
     min_interval: float
     take_over: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeAllocatable:
+    """What the kubelet keeps of a node's memory from its pods besides the planner's CPUs (Node Allocatable).
+
+    The slice of the configuration ``podpin simulate``'s scheduler reads (``agent/sim/scheduler.py``), with the
+    planner's settings; it never sees the rest of :class:`AgentConfig`.
+
+    Attributes:
+        reserved_memory: ``kubeReserved`` + ``systemReserved`` memory, in bytes.
+        eviction_hard_memory: the ``evictionHard`` ``memory.available`` threshold, in bytes.
+    """
+
+    reserved_memory: int
+    eviction_hard_memory: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +150,14 @@ class AgentConfig:
     kubelet_config_path: Path | None = None
     group: str | None = None
     inherited: tuple[str, ...] = ()
+
+    @property
+    def node_allocatable(self) -> NodeAllocatable:
+        """The memory reservations of Node Allocatable, as the simulator's scheduler reads them."""
+        return NodeAllocatable(
+            reserved_memory=self.kube_reserved.get("memory", 0) + self.system_reserved.get("memory", 0),
+            eviction_hard_memory=self.eviction_hard_memory,
+        )
 
 
 Parser = Callable[[str, Any], Any]

@@ -246,7 +246,15 @@ class Agent:
         self.nri_desk = NRIDesk(self.reconciler, pod_wait=self.config.nri.pod_wait, pending=self.work_waiting)
         self.nri_plugin: Any = None
         self._nri_synchronized = False
-        self.nrt = nrt_publisher_for(self.config, api, self.stop_event, self.metrics.registry)
+        self.nrt = nrt_publisher_for(
+            self.config.planner,
+            self.config.nrt,
+            node_name=self.config.node_name,
+            pod_resources_socket=self.config.pod_resources_socket,
+            api=api,
+            stop=self.stop_event,
+            registry=self.metrics.registry,
+        )
         watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
         self.watcher.boundary = self.reconciler.boundary

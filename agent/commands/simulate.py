@@ -220,8 +220,9 @@ def run(args: argparse.Namespace) -> int:
         with _progress(2 * workload.pod_count, show) as on_pod:
             sim = simulate(
                 topology,
-                config,
+                config.planner,
                 workload,
+                allocatable=config.node_allocatable,
                 nodes=args.nodes,
                 scheduler=SchedulerName(args.scheduler),
                 seed=args.seed,

@@ -59,7 +59,7 @@ __all__ = [
     "RUNTIME_SERVICE",
     "SUBSCRIBED_EVENTS",
     "PluginService",
-    "Report",
+    "OutcomeSink",
     "late_outcome",
 ]
 
@@ -108,7 +108,7 @@ _STATE_EVENTS = {
 }
 """StateChange events podpin handles, by the name of their dedicated method."""
 
-Report = Callable[[CallOutcome], None]
+OutcomeSink = Callable[[CallOutcome], None]
 """Receives one outcome per answered request."""
 
 _EMPTY = b""
@@ -183,7 +183,7 @@ class PluginService:
         handler: NRIHandler,
         worker: HandlerWorker,
         handler_timeout: float,
-        report: Report,
+        report: OutcomeSink,
         on_state: Callable[[PluginState, str, str], None],
         cancel: threading.Event,
     ) -> None:

@@ -29,7 +29,7 @@ from agent.nri.handler import NRIHandler
 from agent.nri.model import ContainerUpdate
 from agent.nri.proto import nri_pb2 as pb
 from agent.nri.report import PluginState
-from agent.nri.service import PLUGIN_SERVICE, RUNTIME_SERVICE, PluginService, Report
+from agent.nri.service import PLUGIN_SERVICE, RUNTIME_SERVICE, OutcomeSink, PluginService
 from agent.nri.ttrpc import CallTimeoutError, Client, ConnectionClosedError, RPCError, Server, StatusCode
 from agent.nri.worker import HandlerWorker
 
@@ -79,7 +79,7 @@ class Session:
         plugin_index: str,
         handler_timeout: float,
         registration_timeout: float,
-        report: Report,
+        report: OutcomeSink,
         on_state: Callable[[PluginState, str, str], None],
     ) -> None:
         self._name = plugin_name

@@ -41,13 +41,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from agent.config import AgentConfig
+from agent.alloc import PlannerConfig
+from agent.config import NRTSettings
 from agent.nrt.calls import TopologyCalls
 from agent.nrt.compute import attributes_of, node_resource_topology
 from agent.nrt.occupancy import occupancy_of
@@ -90,7 +92,8 @@ class NRTPublisher:
     def __init__(
         self,
         calls: TopologyCalls,
-        config: AgentConfig,
+        planner: PlannerConfig,
+        settings: NRTSettings,
         *,
         node_name: str,
         stop: threading.Event,
@@ -100,7 +103,8 @@ class NRTPublisher:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.calls = calls
-        self.config = config
+        self.planner = planner
+        self.settings = settings
         self.node_name = node_name
         self.stop_event = stop
         self.devices = devices
@@ -189,7 +193,7 @@ class NRTPublisher:
                 continue
             last = item
             backoff = _BACKOFF_START
-            next_allowed = self.clock() + self.config.nrt.min_interval
+            next_allowed = self.clock() + self.settings.min_interval
             self.publishes.labels(result=result).inc()
             if result != PublishResult.UNCHANGED:
                 self.published += 1
@@ -227,8 +231,8 @@ class NRTPublisher:
         body = node_resource_topology(
             node_name=self.node_name,
             topology=topology,
-            occupancy=occupancy_of(topology, self.config.planner, state),
-            attributes=attributes_of(self.config.planner),
+            occupancy=occupancy_of(topology, self.planner, state),
+            attributes=attributes_of(self.planner),
             devices=devices,
             assignments=assignments,
             owner_uid=str((node.get("metadata") or {}).get("uid") or "") or None,
@@ -244,7 +248,7 @@ class NRTPublisher:
             existing = None
         others = other_writers(existing) if existing is not None else ()
         self._tell_other_writers(others)
-        if others and not self.config.nrt.take_over:
+        if others and not self.settings.take_over:
             self._last_body = None  # read again next time: the other writer may be gone
             return PublishResult.OTHER_WRITER
         if existing is not None and not others and _same(existing, body):
@@ -261,14 +265,14 @@ class NRTPublisher:
 
     def _tell_other_writers(self, others: tuple[str, ...]) -> None:
         """Say once per episode that another writer manages the object (log, gauge, Event on the Node)."""
-        self.other_writer.set(1 if others and not self.config.nrt.take_over else 0)
+        self.other_writer.set(1 if others and not self.settings.take_over else 0)
         if others == self._said_other:
             return
         self._said_other = others
         if not others:
             self.log.info("nrt.other_writer_gone", action="podpin publishes the object again")
             return
-        take_over = self.config.nrt.take_over
+        take_over = self.settings.take_over
         action = (
             "nrt.takeOver is set: podpin applies with force and takes its fields (turn the other writer off)"
             if take_over
@@ -323,18 +327,35 @@ def _describe(err: Exception) -> str:
 
 
 def nrt_publisher_for(
-    config: AgentConfig, api: CoreCalls | None, stop: threading.Event, registry: CollectorRegistry | None = None
+    planner: PlannerConfig,
+    settings: NRTSettings,
+    *,
+    node_name: str | None,
+    pod_resources_socket: Path,
+    api: CoreCalls | None,
+    stop: threading.Event,
+    registry: CollectorRegistry | None = None,
 ) -> NRTPublisher | None:
-    """The agent's publisher when ``nrt.enabled`` (None otherwise, or without an API server, with a warning)."""
-    if not config.nrt.enabled:
+    """The agent's publisher when ``nrt.enabled`` (None otherwise, or without an API server, with a warning).
+
+    It takes the settings it reads (the planner's, ``nrt``, the node's name, the kubelet's PodResources socket),
+    not the whole configuration.
+    """
+    if not settings.enabled:
         return None
-    log = structlog.get_logger("podpin.nrt").bind(node=config.node_name)
-    if api is None or not config.node_name:
+    log = structlog.get_logger("podpin.nrt").bind(node=node_name)
+    if api is None or not node_name:
         log.warning("nrt.disabled", reason="nrt.enabled needs the API server (not --pods-dir) and a node name")
         return None
     devices = PodResourcesClient(
-        config.pod_resources_socket, on_problem=lambda problem: log.warning("podresources.malformed", problem=problem)
+        pod_resources_socket, on_problem=lambda problem: log.warning("podresources.malformed", problem=problem)
     )
     return NRTPublisher(
-        TopologyCalls(api.api_client), config, node_name=config.node_name, stop=stop, devices=devices, registry=registry
+        TopologyCalls(api.api_client),
+        planner,
+        settings,
+        node_name=node_name,
+        stop=stop,
+        devices=devices,
+        registry=registry,
     )

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from agent.alloc import Planner
-from agent.config import AgentConfig
+from agent.alloc import Planner, PlannerConfig
+from agent.config import NodeAllocatable
 from agent.sim.derive import MODELS, Model, pod_name
 from agent.sim.fleet import Fleet
 from agent.sim.measure import ModelResult, measure, pinned_request
@@ -59,10 +59,11 @@ class Simulation:
 
 def replay(
     topology: Topology,
-    config: AgentConfig,
+    config: PlannerConfig,
     workload: Workload,
     model: Model,
     *,
+    allocatable: NodeAllocatable,
     nodes: int,
     scheduler: SchedulerName = SchedulerName.FIRST_FIT,
     seed: int | None = None,
@@ -78,11 +79,11 @@ def replay(
         raise ValueError(f"scheduler: {scheduler!r} is not one of {', '.join(SCHEDULERS)}")
     fleet = Fleet(
         topology,
-        config.planner,
+        config,
         workload,
         model,
         nodes=nodes,
-        allocatable=node_allocatable(topology, config),
+        allocatable=node_allocatable(topology, config, allocatable),
         scheduler=scheduler,
     )
     outcomes: list[PodOutcome] = []
@@ -111,9 +112,10 @@ def replay(
 
 def simulate(
     topology: Topology,
-    config: AgentConfig,
+    config: PlannerConfig,
     workload: Workload,
     *,
+    allocatable: NodeAllocatable,
     nodes: int | None = None,
     scheduler: SchedulerName = SchedulerName.FIRST_FIT,
     seed: int | None = None,
@@ -125,6 +127,7 @@ def simulate(
         topology: every node's machine.
         config: every node's planner configuration (the same for both models).
         workload: the pods.
+        allocatable: every node's memory reservations (the scheduler's allocatable; the CPUs are the planner's).
         nodes: how many nodes (default: the workload's).
         scheduler: ``first-fit``, ``most-allocated``, ``least-allocated`` (:mod:`agent.sim.scheduler`) or
             ``numa-aware`` (:mod:`agent.sim.numa_aware`).
@@ -137,12 +140,22 @@ def simulate(
     count = workload.nodes if nodes is None else nodes
     results = {
         model: measure(
-            replay(topology, config, workload, model, nodes=count, scheduler=scheduler, seed=seed, on_pod=on_pod),
+            replay(
+                topology,
+                config,
+                workload,
+                model,
+                allocatable=allocatable,
+                nodes=count,
+                scheduler=scheduler,
+                seed=seed,
+                on_pod=on_pod,
+            ),
             topology,
         )
         for model in MODELS
     }
-    reserved = Planner(topology, config.planner).reserved
+    reserved = Planner(topology, config).reserved
     return Simulation(
         workload=workload.name,
         description=workload.description,
@@ -150,7 +163,7 @@ def simulate(
         pods=workload.pod_count,
         nodes=count,
         scheduler=scheduler,
-        policy=config.planner.topology_manager_policy,
+        policy=config.topology_manager_policy,
         seed=workload.seed if seed is None else seed,
         cpus_per_node=len(topology.online_cpus),
         numa_per_node=len(topology.numa_ids),

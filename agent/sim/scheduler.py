@@ -40,7 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from agent.config import AgentConfig
+from agent.alloc import PlannerConfig
+from agent.config import NodeAllocatable
 from agent.pods import PodView, effective_requests
 from agent.topology import Topology
 
@@ -96,12 +97,12 @@ def pod_requests(pod: PodView) -> Requests:
     )
 
 
-def node_allocatable(topology: Topology, config: AgentConfig) -> Requests:
+def node_allocatable(topology: Topology, planner: PlannerConfig, reservations: NodeAllocatable) -> Requests:
     """A node's allocatable CPU and memory (module docstring); memory 0 means not memory-limited."""
-    cpus = len(topology.online_cpus) - config.planner.num_reserved_cpus()
+    cpus = len(topology.online_cpus) - planner.num_reserved_cpus()
     capacity = sum(node.memory_bytes for node in topology.numa_nodes)
-    reserved = config.kube_reserved.get("memory", 0) + config.system_reserved.get("memory", 0)
-    memory = max(0, capacity - reserved - config.eviction_hard_memory) if capacity else 0
+    reserved = reservations.reserved_memory + reservations.eviction_hard_memory
+    memory = max(0, capacity - reserved) if capacity else 0
     return Requests(cpus * 1000, memory)
 
 

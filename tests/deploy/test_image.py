@@ -27,162 +27,41 @@ The build time and the image size are printed at the end of the run (tests/deplo
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 
 from agent import __version__
+from tests.support.agent_image import BASE_TAG, BUILD_FLAGS, EXAMPLES, IMAGE_TAG, Podman, base_store
 from tests.support.agentfixture import AgentNode, make_node
 from tests.support.paths import REPO
 from tests.support.podfactory import container, make_pod, resources
 
-IMAGE_DIR = Path(os.environ.get("PODPIN_IMAGE_DIR", "/tmp/podpin-image"))
-BASE_TAG = "localhost/podpin-base:bookworm"
-IMAGE_TAG = f"localhost/podpin:{__version__}"
-EXAMPLES = REPO / "deploy" / "examples"
 PODS = ("trading-engine-after.yaml", "postgres-with-sidecars.yaml", "ml-data-loader.yaml", "web-burstable.yaml")
-SETUP = "run scripts/image-setup (scripts/test does)"
 #: Filled by the fixture, printed by tests/deploy/conftest.py: seconds and bytes.
 MEASURED: dict[str, float] = {}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Podman:
-    """podman with a store of its own in a temporary directory."""
-
-    store: Path
-
-    def command(self, *args: str) -> list[str]:
-        """The podman argv for ``args`` with this store and the sandbox's storage and cgroup flags."""
-        podman = shutil.which("podman")
-        assert podman is not None, f"podman missing: {SETUP}"
-        return [
-            podman,
-            "--root",
-            str(self.store / "root"),
-            "--runroot",
-            str(self.store / "run"),
-            "--storage-driver",
-            "overlay",
-            "--cgroup-manager",
-            "cgroupfs",
-            *args,
-        ]
-
-    def __call__(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        run = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout, check=False)
-        assert 0 == run.returncode, f"podman {' '.join(args[:2])}: {run.stderr[-3000:]}"
-        return run
-
-    def run(self, *args: str, user: str = "0:0") -> subprocess.CompletedProcess[str]:
-        """``podman run`` of the image with a read-only root as ``user``, the examples mounted read-only at /examples.
-
-        The caller checks the status (some runs are meant to fail).
-        """
-        podman_run = self.command(
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "--cgroups",
-            "disabled",
-            "--ulimit",
-            "nofile=1024:1024",
-            "--ulimit",
-            "nproc=1024:1024",
-            "--read-only",
-            "--user",
-            user,
-            "--volume",
-            f"{EXAMPLES}:/examples:ro",
-            *args,
-        )
-        hide_cgroups = 'mount -t tmpfs -o size=1M podpin-no-cgroups /sys/fs/cgroup && exec "$@"'
-        command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", hide_cgroups, "sh", *podman_run]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-
-
-def _simple_index(wheelhouse: Path, root: Path) -> None:
-    """Write a PEP 503 "simple" index of the wheels in ``wheelhouse`` under ``root/simple`` (it links to
-    ``root/wheels``)."""
-    (root / "wheels").symlink_to(wheelhouse)
-    projects: dict[str, list[str]] = {}
-    for wheel in sorted(wheelhouse.glob("*.whl")):
-        name = re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
-        projects.setdefault(name, []).append(wheel.name)
-    for name, files in projects.items():
-        page = root / "simple" / name
-        page.mkdir(parents=True)
-        links = "".join(f'<a href="../../wheels/{file}">{file}</a>\n' for file in files)
-        (page / "index.html").write_text(f"<!DOCTYPE html>\n<html><body>\n{links}</body></html>\n")
-
-
-@contextmanager
-def _serve(root: Path) -> Iterator[str]:
-    """Serve ``root`` over HTTP on 127.0.0.1 (a free port); yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, name="wheel-index", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet: the build log names what pip fetched."""
 
 
 @pytest.fixture(scope="module")
 def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
     """The image built from the Dockerfile on the debootstrapped base, in a podman store of the module's own."""
-    for path in (IMAGE_DIR / "base.tar", IMAGE_DIR / "wheelhouse"):
-        assert path.exists(), f"{path} missing: {SETUP}"
     store = tmp_path_factory.mktemp("podman")
-    index = tmp_path_factory.mktemp("index")
-    _simple_index(IMAGE_DIR / "wheelhouse", index)
-    tool = Podman(store=store)
     try:
-        tool("import", str(IMAGE_DIR / "base.tar"), BASE_TAG)
-        started = time.monotonic()
-        with _serve(index) as url:
-            tool(
-                "build",
-                "--isolation",
-                "chroot",
-                "--pull=never",
-                "--build-arg",
-                f"BASE={BASE_TAG}",
-                "--build-arg",
-                f"PIP_INDEX_URL={url}/simple/",
-                "--tag",
-                IMAGE_TAG,
-                str(REPO),
-                timeout=900,
-            )
-        MEASURED["build_seconds"] = time.monotonic() - started
-        MEASURED["image_bytes"] = float(tool("image", "inspect", "--format", "{{.Size}}", IMAGE_TAG).stdout)
-        MEASURED["base_bytes"] = float(tool("image", "inspect", "--format", "{{.Size}}", BASE_TAG).stdout)
-        yield tool
+        with base_store(store, tmp_path_factory.mktemp("index")) as (tool, build_args):
+            started = time.monotonic()
+            args = [arg for key, value in build_args.items() for arg in ("--build-arg", f"{key}={value}")]
+            tool("build", *BUILD_FLAGS, *args, "--tag", IMAGE_TAG, str(REPO), timeout=900)
+            MEASURED["build_seconds"] = time.monotonic() - started
+            MEASURED["image_bytes"] = float(tool("image", "inspect", "--format", "{{.Size}}", IMAGE_TAG).stdout)
+            MEASURED["base_bytes"] = float(tool("image", "inspect", "--format", "{{.Size}}", BASE_TAG).stdout)
+            yield tool
     finally:
-        subprocess.run(tool.command("rmi", "--all", "--force"), capture_output=True, timeout=300, check=False)
         shutil.rmtree(store, ignore_errors=True)
 
 

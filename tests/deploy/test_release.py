@@ -1,8 +1,9 @@
 """``scripts/release``: one version, the image as an OCI archive, the chart pinned to its digest, notes, checksums.
 
 The parts are checked here without building an image (a synthetic OCI archive stands for one); the whole release,
-built with podman on the debootstrapped base as ``tests/deploy/test_image.py`` builds it, is the ``image``-marked
-test at the end. The real-cluster tests install from :func:`scripts.release.make_release`'s artifacts.
+built with podman on the debootstrapped base by the builder the image test and the real cluster share
+(``tests/support/agent_image.py``), is the ``image``-marked test at the end. The real-cluster tests install from
+:func:`scripts.release.make_release`'s artifacts.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from scripts.release import (
     ReleaseError,
     changelog_section,
     check_version,
-    make_release,
     oci_manifest_digest,
     package_chart,
     write_checksums,
 )
-from tests.deploy.test_image import BASE_TAG, IMAGE_DIR, Podman, _serve, _simple_index
+from tests.support.agent_image import build_release
 from tests.support.k8s_tools import helm, rendered_objects, run_helm
 from tests.support.paths import REPO
 
@@ -122,27 +122,7 @@ def test_checksums_verify_with_sha256sum(tmp_path: Path) -> None:
 @pytest.mark.image
 def test_a_whole_release(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The release built with podman: the archive's digest is the image's, the chart pins it, the checksums hold."""
-    for path in (IMAGE_DIR / "base.tar", IMAGE_DIR / "wheelhouse"):
-        assert path.exists(), f"{path} missing: run scripts/image-setup (scripts/test does)"
-    tmp_path = tmp_path_factory.mktemp("release")
-    tool = Podman(store=tmp_path_factory.mktemp("podman"))  # podman's runroot path may hold 50 characters
-    index = tmp_path / "index"
-    index.mkdir()
-    _simple_index(IMAGE_DIR / "wheelhouse", index)
-    try:
-        tool("import", str(IMAGE_DIR / "base.tar"), BASE_TAG)
-        with _serve(index) as url:
-            release = make_release(
-                __version__,
-                tmp_path / "dist",
-                repository="registry.local/podpin",
-                podman=tool.command(),
-                build_flags=("--isolation", "chroot", "--pull=never"),
-                build_args={"BASE": BASE_TAG, "PIP_INDEX_URL": f"{url}/simple/"},
-                helm=str(helm()),
-            )
-    finally:
-        subprocess.run(tool.command("rmi", "--all", "--force"), capture_output=True, timeout=300, check=False)
+    release = build_release(tmp_path_factory.mktemp("release") / "dist", repository="registry.local/podpin")
     run = subprocess.run(
         ["sha256sum", "-c", "SHA256SUMS"], cwd=release.directory, capture_output=True, text=True, check=False
     )

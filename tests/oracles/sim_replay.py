@@ -83,7 +83,7 @@ def replay_node_by_node(
         ValueError: ``nodes`` below one or an unknown scheduler.
     """
     planners = [Planner(topology, config.planner) for _ in range(nodes)]
-    placer = Scheduler(nodes, node_allocatable(topology, config), scheduler)
+    placer = Scheduler(nodes, node_allocatable(topology, config.planner, config.node_allocatable), scheduler)
     placed: list[list[PodView]] = [[] for _ in range(nodes)]
     nrts = _Topologies(topology, config.planner, planners) if scheduler == SchedulerName.NUMA_AWARE else None
     outcomes: list[PodOutcome] = []

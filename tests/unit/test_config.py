@@ -14,6 +14,7 @@ from agent.config import (
     CONFIG_KEYS,
     AgentConfig,
     ConfigError,
+    NodeAllocatable,
     NRTSettings,
     config_from_mapping,
     load_config,
@@ -327,6 +328,18 @@ class TestKeyTable:
     def test_every_key_is_documented(self) -> None:
         """Each key says what it is for, in one line."""
         assert [] == [entry.key for entry in CONFIG_KEYS if not entry.doc or "\n" in entry.doc]
+
+
+def test_node_allocatable_slice() -> None:
+    """The simulator's slice: kube + system reserved memory and the evictionHard threshold, nothing else."""
+    config = cfg(
+        kubeReserved={"cpu": "1", "memory": "1Gi"},
+        systemReserved={"memory": "512Mi"},
+        evictionHard={"memory.available": "100Mi"},
+    )
+    assert NodeAllocatable(reserved_memory=(1024 + 512) << 20, eviction_hard_memory=100 << 20) == (
+        config.node_allocatable
+    )
 
 
 class TestPlannerConfig:

@@ -71,7 +71,9 @@ def config(**extra: Any) -> AgentConfig:
 
 
 def publisher(api: ApiServerEmulator, stop: threading.Event, cfg: AgentConfig, **kwargs: Any) -> NRTPublisher:
-    made = NRTPublisher(TopologyCalls(api.api().api_client), cfg, node_name="node-1", stop=stop, **kwargs)
+    made = NRTPublisher(
+        TopologyCalls(api.api().api_client), cfg.planner, cfg.nrt, node_name="node-1", stop=stop, **kwargs
+    )
     _MADE.append(made)
     return made
 

@@ -39,7 +39,15 @@ def test_classes_place_like_node_by_node(name: str, model: Model, scheduler: Sch
     """Same node, admission and reason for every pod, and the same measures, as the node-by-node replay."""
     topology, config, workload = example_machine(), sim_config(policy), preset(name)
     expected = replay_node_by_node(topology, config, workload, model, nodes=workload.nodes, scheduler=scheduler)
-    actual = replay(topology, config, workload, model, nodes=workload.nodes, scheduler=scheduler)
+    actual = replay(
+        topology,
+        config.planner,
+        workload,
+        model,
+        allocatable=config.node_allocatable,
+        nodes=workload.nodes,
+        scheduler=scheduler,
+    )
     assert expected.outcomes == actual.outcomes
     assert measure(expected, topology) == measure(actual, topology)
 
@@ -50,14 +58,16 @@ def test_a_scaled_workload_places_like_node_by_node() -> None:
     topology, config = example_machine(), sim_config("single-numa-node")
     for model in MODELS:
         expected = replay_node_by_node(topology, config, workload, model, nodes=90)
-        actual = replay(topology, config, workload, model, nodes=90)
+        actual = replay(topology, config.planner, workload, model, allocatable=config.node_allocatable, nodes=90)
         assert (expected.outcomes, measure(expected, topology)) == (actual.outcomes, measure(actual, topology))
 
 
 def test_nodes_with_one_history_share_one_class() -> None:
     """200 seed-mesh pods (6 per 31-CPU node) on 50 nodes end in three classes: 33 full, one with 2, 16 empty."""
     topology, config, workload = example_machine(), sim_config("best-effort"), preset("seed-mesh")
-    result = replay(topology, config, workload, "pod-level", nodes=workload.nodes + 10)
+    result = replay(
+        topology, config.planner, workload, "pod-level", allocatable=config.node_allocatable, nodes=workload.nodes + 10
+    )
     assert [(0, 33), (33, 1), (34, 16)] == [(n.index, n.count) for n in result.nodes]
 
 
@@ -80,10 +90,10 @@ def test_a_fleet_needs_a_node() -> None:
             workload,
             "pod-level",
             nodes=0,
-            allocatable=node_allocatable(topology, config),
+            allocatable=node_allocatable(topology, config.planner, config.node_allocatable),
             scheduler=SchedulerName.FIRST_FIT,
         )
-    assert Requests(31_000, 0).cpu == node_allocatable(topology, config).cpu
+    assert Requests(31_000, 0).cpu == node_allocatable(topology, config.planner, config.node_allocatable).cpu
 
 
 def test_cli_scale_runs_the_workload_times_n(capsys: pytest.CaptureFixture[str]) -> None:

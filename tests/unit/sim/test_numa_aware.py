@@ -152,7 +152,13 @@ def test_seed_mesh_single_numa_node_rejects_nothing() -> None:
     )
     figures = {}
     for scheduler in (SchedulerName.LEAST_ALLOCATED, SchedulerName.NUMA_AWARE):
-        sim = simulate(example_machine(), config, preset("seed-mesh"), scheduler=scheduler)
+        sim = simulate(
+            example_machine(),
+            config.planner,
+            preset("seed-mesh"),
+            allocatable=config.node_allocatable,
+            scheduler=scheduler,
+        )
         per_container, pod_level = sim.results["per-container"], sim.results["pod-level"]
         figures[scheduler] = (
             per_container.pods_admitted,

@@ -26,9 +26,16 @@ from agent.sim.measure import stranded_threshold
 from agent.sim.presets import PRESETS, preset
 from agent.sim.report import simulation_to_dict
 from agent.sim.scheduler import MAX_PODS, SCHEDULERS, Requests, Scheduler, pod_requests
-from agent.sim.workload import arrivals
+from agent.sim.workload import Workload, arrivals
+from agent.topology import Topology
 from agent.topology.codec import topology_to_dict
 from tests.support.paths import REPO
+
+
+def _simulate(topology: Topology, config: AgentConfig, workload: Workload, **options: Any) -> Simulation:
+    """simulate() with the planner's settings and the memory reservations of one agent configuration."""
+    return simulate(topology, config.planner, workload, allocatable=config.node_allocatable, **options)
+
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY = synthetic_machine(sockets=1, numa_per_socket=2, cores_per_numa=4, threads=1)
@@ -133,13 +140,13 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 @pytest.fixture(scope="module")
 def seed_mesh() -> Simulation:
     """The seed-mesh preset on its default 40 nodes."""
-    return simulate(example_machine(), config(), preset("seed-mesh"))
+    return _simulate(example_machine(), config(), preset("seed-mesh"))
 
 
 @pytest.fixture(scope="module")
 def mixed() -> Simulation:
     """The mixed-cluster preset on its default 20 nodes."""
-    return simulate(example_machine(), config(), preset("mixed-cluster"))
+    return _simulate(example_machine(), config(), preset("mixed-cluster"))
 
 
 # -- seed-mesh ------------------------------------------------------------------------------------
@@ -333,7 +340,7 @@ class TestMetrics:
     def test_stranded_cpus_by_hand(self) -> None:
         """Two 3-CPU pods fill NUMA node 0 (3) and leave 1 CPU on node 1; the third is left out: 1 CPU stranded."""
         workload = workload_from_dict({"name": "t", "order": "sequential", "pods": [mains("a", 3, "3")]})
-        result = simulate(TINY, config(), workload).results["per-container"]
+        result = _simulate(TINY, config(), workload).results["per-container"]
         expected = (2, 1, 2, 6, 1, 1, 3)
         actual = (
             result.pods_admitted,
@@ -349,7 +356,7 @@ class TestMetrics:
     def test_room_for_exactly_one_pod_is_not_stranded(self) -> None:
         """With every pod admitted, an empty NUMA node of 3 CPUs holds the smallest (3-CPU) pod: nothing is stranded."""
         workload = workload_from_dict({"name": "t", "pods": [mains("a", 1, "3")]})
-        result = simulate(TINY, config(), workload, nodes=2).results["per-container"]
+        result = _simulate(TINY, config(), workload, nodes=2).results["per-container"]
         assert (1, 11, 0, 3) == (
             result.pods_admitted,
             result.free_cpus,
@@ -360,7 +367,7 @@ class TestMetrics:
     def test_planner_rejection_is_not_admitted(self) -> None:
         """A 5-CPU pod fits the node's 7 allocatable CPUs but no 4-CPU NUMA node: single-numa-node rejects it."""
         workload = workload_from_dict({"name": "t", "pods": [mains("wide", 1, "5")]})
-        result = simulate(TINY, config("single-numa-node"), workload).results["pod-level"]
+        result = _simulate(TINY, config("single-numa-node"), workload).results["pod-level"]
         expected = (0, 1, {"TopologyAffinityError": 1}, 7)
         assert expected == (result.pods_admitted, result.pods_rejected, dict(result.rejections), result.stranded_cpus)
 
@@ -370,7 +377,7 @@ class TestMetrics:
         template = mains("p", 1, "2")
         template["containers"].append(sidecar)
         workload = workload_from_dict({"name": "t", "pods": [template]})
-        results = simulate(TINY, config(), workload).results
+        results = _simulate(TINY, config(), workload).results
         expected = ((3, 3), (2, 3), 3)
         actual = (
             (results["per-container"].exclusive_cpus, results["per-container"].total_cpus),
@@ -385,7 +392,7 @@ class TestDeterminism:
     def test_two_runs_equal(self, mixed: Simulation) -> None:
         """Running the same preset again gives the same simulation, field for field."""
         assert simulation_to_dict(mixed) == simulation_to_dict(
-            simulate(example_machine(), config(), preset("mixed-cluster"))
+            _simulate(example_machine(), config(), preset("mixed-cluster"))
         )
 
     def test_seed_drives_the_interleaving(self) -> None:
