@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
-from kubernetes.client.exceptions import ApiException
 
 from agent.kube.api import CoreCalls
+from agent.kube.official import ApiException
 
 __all__ = ["EventRecorder", "EventStats", "EventOutcome", "PodRef"]
 
