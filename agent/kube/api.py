@@ -18,9 +18,10 @@ object-shaped patch an Event count update is.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubernetes.client.api_client import ApiClient
+if TYPE_CHECKING:  # the client is loaded by whoever builds one (agent/kube/client.py), not by this face
+    from kubernetes.client.api_client import ApiClient
 
 __all__ = ["CoreCalls"]
 

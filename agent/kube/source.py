@@ -24,14 +24,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import structlog
-import urllib3
-from kubernetes import watch
-from kubernetes.client.exceptions import ApiException
 
 from agent.kube.api import CoreCalls
+
+if TYPE_CHECKING:  # the client is imported where a list or watch is made: agent.kube stays cheap to import
+    import urllib3
+    from kubernetes import watch
 
 __all__ = ["PodEvent", "PodSource", "KubeSource", "Sleep"]
 
@@ -193,7 +194,7 @@ class KubeSource:
     def _list(self) -> tuple[tuple[Pod, ...], str]:
         """One list call, parsed from the raw JSON (never the client's models)."""
         response = cast(
-            urllib3.BaseHTTPResponse,
+            "urllib3.BaseHTTPResponse",
             self._api.list_pod_for_all_namespaces(
                 field_selector=self._selector, _preload_content=False, _request_timeout=self._request_timeout
             ),
@@ -230,6 +231,9 @@ class KubeSource:
         # validating it into V1Pod, which raises on a pod its models do not expect (say
         # a spec without containers) inside the stream, so the same event would break
         # every re-watch. ERROR and BOOKMARK handling are unchanged; deserialize stays True.
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
         watcher = watch.Watch(return_type=object)  # type: ignore[no-untyped-call]
         interrupter.watching(watcher)
         kwargs: dict[str, Any] = {
@@ -289,6 +293,8 @@ class KubeSource:
 
 
 def _describe(err: object) -> str:
+    from kubernetes.client.exceptions import ApiException
+
     if isinstance(err, ApiException):
         return f"HTTP {err.status} {err.reason}".strip()
     if isinstance(err, Exception):
