@@ -55,6 +55,7 @@ from agent.cgroups import (
     detect_layout,
 )
 from agent.config import AgentConfig, ConfigError
+from agent.config_flags import with_flags
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
 from agent.fault_boundary import Stage
@@ -78,7 +79,7 @@ from agent.state_store import DiskOps, StateStore
 from agent.topology import Topology, TopologyError
 from agent.topology.load import load_topology
 
-__all__ = ["RunOptions", "AgentError", "Agent"]
+__all__ = ["RunOptions", "AgentError", "Agent", "Configured", "configure"]
 
 _NRI_SOCKET_POLL = 1.0
 """Seconds between looks for a missing NRI socket (a stat; quiet)."""
@@ -106,36 +107,52 @@ class RunOptions:
     once: bool = False
 
 
-def _overridden(options: RunOptions, config: AgentConfig) -> AgentConfig:
-    """The configuration with the ``podpin run`` flags that override its keys."""
-    overrides: dict[str, Any] = {}
-    if options.cgroup_root is not None:
-        overrides["cgroup_root"] = options.cgroup_root
-    if options.state_dir is not None:
-        overrides["state_dir"] = options.state_dir
-    if options.metrics_bind_address is not None:
-        overrides["metrics_bind_address"] = options.metrics_bind_address
-    if options.state_bind_address is not None:
-        overrides["state_bind_address"] = options.state_bind_address or None
-    if options.runtime_root is not None:
-        overrides["runtime_root"] = options.runtime_root
-    if options.dry_run:
-        overrides["dry_run"] = True
-    return replace(config, **overrides)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Configured:
+    """What start-up reads first, once: the API client and the node's configuration with the flags applied.
+
+    ``podpin run`` configures its logging from it before the agent is built, and the agent is built from it: the
+    configuration file is read once.
+
+    Attributes:
+        api: the API server's calls; None with ``--pods-dir``.
+        labels_of: reads a node's labels from the API server (group sections); None without one.
+        made: the node's configuration (``agent/node_config.py``), the flags' overrides applied.
+    """
+
+    api: Any
+    labels_of: LabelReader | None
+    made: NodeConfig
+
+    @property
+    def config(self) -> AgentConfig:
+        """The configuration the agent runs with."""
+        return self.made.config
 
 
-def _configure(options: RunOptions, labels_of: LabelReader | None) -> NodeConfig:
-    """The node's configuration (``agent/node_config.py``) with the flags' overrides."""
+def configure(options: RunOptions) -> Configured:
+    """Load the API client (unless ``--pods-dir``) and the node's configuration with the flags' overrides.
+
+    Raises:
+        AgentError: no API configuration, a bad configuration, a kubelet podpin must not run beside, no node name.
+    """
+    api = None
+    if options.pods_dir is None:
+        try:
+            api = load_api(options.kubeconfig)
+        except KubeConfigError as err:
+            raise AgentError(f"API server: {err}") from err
+    labels_of = _node_labels(api) if api is not None else None
     try:
         made = node_config(options.config, labels_of=labels_of)
     except KubeletRefusalError as err:
         raise AgentError(f"kubelet: {err}") from err
     except ConfigError as err:
         raise AgentError(f"configuration: {err}") from err
-    config = _overridden(options, made.config)
+    config = with_flags(made.config, options)
     if not config.node_name:
         raise AgentError("no node name: set nodeName in the configuration or the NODE_NAME environment variable")
-    return replace(made, config=config)
+    return Configured(api=api, labels_of=labels_of, made=replace(made, config=config))
 
 
 def _node_labels(api: Any) -> LabelReader:
@@ -164,12 +181,18 @@ class Agent:
     """The running agent: owns every thread and the single reconcile loop."""
 
     def __init__(
-        self, options: RunOptions, *, file_ops: FileOps | None = None, disk_ops: DiskOps | None = None
+        self,
+        options: RunOptions,
+        *,
+        configured: Configured | None = None,
+        file_ops: FileOps | None = None,
+        disk_ops: DiskOps | None = None,
     ) -> None:
         """Prepare every part of the agent; nothing runs until :meth:`run`.
 
         Args:
             options: the ``podpin run`` flags.
+            configured: the API client and configuration :func:`configure` loaded (None: loaded here).
             file_ops: how cgroup files are read and written (tests pass a kernel emulation).
             disk_ops: how the checkpoint is written (tests pass one that fails).
 
@@ -177,20 +200,15 @@ class Agent:
             AgentError: an agent-level failure, as one line.
         """
         self.options = options
-        api = None
-        if options.pods_dir is None:
-            try:
-                api = load_api(options.kubeconfig)
-            except KubeConfigError as err:
-                raise AgentError(f"API server: {err}") from err
-        labels_of = _node_labels(api) if api is not None else None
-        made = _configure(options, labels_of)
+        if configured is None:
+            configured = configure(options)
+        api, made = configured.api, configured.made
         self.config = made.config
         self.config_follower = ConfigFollower(
             options.config,
             made,
-            labels_of=labels_of,
-            adjust=lambda config: _overridden(options, config),
+            labels_of=configured.labels_of,
+            adjust=lambda config: with_flags(config, options),
             clock=time.monotonic,
         )
         self.log = structlog.get_logger("podpin").bind(node=self.config.node_name)

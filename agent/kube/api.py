@@ -24,11 +24,13 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agent import __version__
-from agent.kube.official import ApiException, Configuration, RESTClientObject
+
+if TYPE_CHECKING:  # the client is loaded when CoreCalls is built (agent/kube/official.py), not by this face
+    from kubernetes.client.configuration import Configuration
 
 __all__ = ["CoreCalls"]
 
@@ -62,6 +64,8 @@ class CoreCalls:
     """
 
     def __init__(self, configuration: Configuration) -> None:
+        from agent.kube.official import RESTClientObject
+
         self.configuration = configuration
         self._rest = RESTClientObject(configuration)
 
@@ -101,6 +105,8 @@ class CoreCalls:
             url += "?" + "&".join(f"{name}={_query_value(value)}" for name, value in query)
         response = self._rest.request(method, url, headers=headers, body=_plain(body), _request_timeout=request_timeout)  # type: ignore[no-untyped-call]
         if not 200 <= response.status <= 299:
+            from agent.kube.official import ApiException  # loaded with the REST layer in __init__
+
             data = response.read()
             raise ApiException.from_response(
                 http_resp=response, body=data.decode("utf-8", errors="replace") if data else None, data=None

@@ -18,11 +18,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
 from agent.kube.api import CoreCalls
-from agent.kube.official import ConfigException, Configuration, InClusterConfigLoader, load_kube_config
+
+if TYPE_CHECKING:
+    from kubernetes.client.configuration import Configuration
 
 __all__ = ["KubeConfigError", "load_api", "SERVICE_ACCOUNT_DIR"]
 
@@ -55,6 +58,10 @@ def load_api(
         KubeConfigError: the given file does not load, or none of the three
             defaults works; the one-line message names each attempt and its failure.
     """
+    # The client is imported here, not at the top: importing agent.kube stays cheap for commands that never call
+    # the API server (podpin reset --pods-dir, the tests of the directory source).
+    from agent.kube.official import ConfigException, Configuration, InClusterConfigLoader
+
     env = os.environ if environ is None else environ
     failures: list[str] = []
     if kubeconfig is not None:
@@ -96,6 +103,8 @@ def load_api(
 
 def _try_kubeconfig(files: str, configuration: Configuration) -> str | None:
     """Load a kubeconfig (``:``-separated list) into ``configuration``; the problem, or None."""
+    from agent.kube.official import load_kube_config
+
     paths = [p for p in files.split(os.pathsep) if p]
     if not any(Path(p).expanduser().is_file() for p in paths):
         return "no such file"

@@ -24,14 +24,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import structlog
-import urllib3
 
 from agent.kube.api import CoreCalls
-from agent.kube.official import ApiException
-from agent.kube.watch_stream import WatchStream
+
+if TYPE_CHECKING:  # the client is imported where a list or watch is made: agent.kube stays cheap to import
+    import urllib3
+
+    from agent.kube.watch_stream import WatchStream
 
 __all__ = ["PodEvent", "PodSource", "KubeSource", "Sleep"]
 
@@ -193,7 +195,7 @@ class KubeSource:
     def _list(self) -> tuple[tuple[Pod, ...], str]:
         """One list call, parsed from the raw JSON (never the client's models)."""
         response = cast(
-            urllib3.BaseHTTPResponse,
+            "urllib3.BaseHTTPResponse",
             self._api.list_pod_for_all_namespaces(
                 field_selector=self._selector, _preload_content=False, _request_timeout=self._request_timeout
             ),
@@ -226,6 +228,9 @@ class KubeSource:
     ) -> tuple[_End, str, bool, Exception | None]:
         """One watch request; returns how it ended, the resume version, whether anything arrived."""
         timeout = max(1, min(self._watch_timeout, math.ceil(resync_at - self._clock())))
+        from agent.kube.official import ApiException
+        from agent.kube.watch_stream import WatchStream
+
         kwargs: dict[str, Any] = {
             "field_selector": self._selector,
             "allow_watch_bookmarks": True,
@@ -287,6 +292,8 @@ class KubeSource:
 
 
 def _describe(err: object) -> str:
+    from agent.kube.official import ApiException
+
     if isinstance(err, ApiException):
         return f"HTTP {err.status} {err.reason}".strip()
     if isinstance(err, Exception):
