@@ -34,7 +34,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -66,12 +66,12 @@ from agent.kube.node_identity import NodeIdentity
 from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
-from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Report
+from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Job, Report
 from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile import Reconciler, Reporter
 from agent.reconcile.devices import device_gate_for
 from agent.reconcile.nri_desk import NRIDesk
-from agent.reconcile.nri_handler import NRIHandoff, NRIRequest, Reply
+from agent.reconcile.nri_handler import LoopCalls
 from agent.render import plan_to_dict
 from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError, StateServer
@@ -261,7 +261,12 @@ class Agent:
             node_identity=_node_identity(api, self.config.node_name),
         )
         self.source = self._source(api)
-        self.nri_desk = NRIDesk(self.reconciler, pod_wait=self.config.nri.pod_wait, pending=self.work_waiting)
+        self.nri_desk = NRIDesk(
+            self.reconciler,
+            node=self.config.node_name or "",
+            pod_wait=self.config.nri.pod_wait,
+            pending=self.work_waiting,
+        )
         self.nri_plugin: Any = None
         self._nri_synchronized = False
         self.nrt = nrt_publisher_for(
@@ -433,14 +438,22 @@ class Agent:
         elif kind == "cgroup":
             self.reconciler.on_cgroup(payload, at)
         elif kind == "nri":
-            self.nri_desk.handle(*payload)
+            calls, job = payload
+            calls.run(job)  # the desk's answer, on the loop (agent/reconcile/nri_handler.py)
 
     # -- NRI ------------------------------------------------------------------------------------
     def _nri_wanted(self) -> bool:
         return self.config.nri.enabled and not self.options.once and not self.config.dry_run
 
-    def _submit_nri(self, request: NRIRequest, reply: Reply) -> None:
-        self._queue.put(("nri", (request, reply), time.monotonic()))
+    def _loop_calls(self, on_late: Callable[[Job], None]) -> LoopCalls:
+        """The plugin's handler calls run on this loop: one hop from the connection's thread."""
+        calls: LoopCalls
+
+        def submit(job: Job) -> None:
+            self._queue.put(("nri", (calls, job), time.monotonic()))
+
+        calls = LoopCalls(submit, on_late)
+        return calls
 
     def _run_nri(self) -> None:
         """Wait for the NRI socket (quietly), then serve it until stopped (the plugin reconnects by itself).
@@ -467,7 +480,7 @@ class Agent:
         from agent.nri.plugin import NRIPlugin  # protobuf only once a socket exists
 
         self.nri_plugin = NRIPlugin.from_config(
-            self.config.nri, NRIHandoff(self._submit_nri), on_report=self._nri_report
+            self.config.nri, self.nri_desk, on_report=self._nri_report, calls=self._loop_calls
         )
         self.nri_plugin.run(self.stop_event)
 
