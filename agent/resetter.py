@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -40,8 +40,10 @@ from agent.cgroups import (
 )
 from agent.cgroups.fs import CPUS, MEMS, ApplyReport, CgroupFS, FileOps, RealFileOps
 from agent.config import AgentConfig, ConfigError, load_config
+from agent.config_flags import with_flags
 from agent.cpuset import CPUSet
-from agent.pods import MANIFEST_SUFFIXES, ManifestError, PodSpecError, PodView, on_node, parse_manifest, pod_from_dict
+from agent.kube import DirSource, KubeConfigError, KubeSource, load_api
+from agent.pods import ManifestError, PodSpecError, PodView, pod_from_dict
 from agent.restore import CgroupFacts, Restore, RestorePlan, plan_restore
 from agent.state_store import CHECKPOINT_NAME
 from agent.topology import Topology, TopologyError
@@ -98,12 +100,8 @@ def _configure(options: ResetOptions) -> AgentConfig:
         config = load_config(options.config, env=options.env)
     except ConfigError as err:
         raise ResetError(CANNOT_START, f"configuration: {err}") from err
-    overrides: dict[str, Any] = {}
-    if options.cgroup_root is not None:
-        overrides["cgroup_root"] = options.cgroup_root
-    if options.state_dir is not None:
-        overrides["state_dir"] = options.state_dir
-    config = replace(config, **overrides)
+    # --dry-run is the reset's own (it prints the writes): the configuration's dryRun plays no part in a reset.
+    config = with_flags(config, replace(options, dry_run=False))
     if not config.node_name:
         raise ResetError(
             CANNOT_START, "no node name: set nodeName in the configuration or the NODE_NAME environment variable"
@@ -134,28 +132,19 @@ def _lock(config: AgentConfig, options: ResetOptions, out: TextIO) -> AgentLock 
     return lock
 
 
-def _manifest_pods(directory: Path, node: str, out: TextIO) -> tuple[dict[str, Any], ...]:
-    """The node's pods in a manifests directory, read once as the directory source reads them.
+def _manifest_pods(directory: Path, node: str, out: TextIO) -> tuple[Mapping[str, Any], ...]:
+    """The node's pods in a manifests directory, read once by the agent's own directory source (bounded reads).
 
-    Without the directory source itself: it imports the Kubernetes client, which a reset from manifests does not
-    need and which costs seconds of start-up on a small node.
+    A file it cannot read or parse, or a pod a file before it already defines, is one note and is left out: a pod
+    no file gives counts as unknown, its cgroups keep their quotas.
     """
     if not directory.is_dir():
         raise ResetError(CANNOT_START, f"--pods-dir {directory}: not a directory")
-    pods: dict[str, dict[str, Any]] = {}
-    for path in sorted(directory.iterdir()):
-        if path.suffix not in MANIFEST_SUFFIXES or path.name.startswith(".") or not path.is_file():
-            continue
-        try:
-            found = parse_manifest(str(path), path.read_bytes())
-        except (OSError, ManifestError) as err:
-            print(f"note: {path}: cannot read ({err}); its pods count as unknown", file=out)
-            continue
-        for pod in found:
-            uid = str(pod["metadata"].get("uid", "")) if isinstance(pod.get("metadata"), dict) else ""
-            if on_node(pod, node):
-                pods.setdefault(uid, pod)
-    return tuple(pods.values())
+
+    def note(err: ManifestError) -> None:
+        print(f"note: {err} (the reset goes on without them)", file=out)
+
+    return DirSource(directory, node, on_error=note, quiet=True).scan()
 
 
 def _no_pod_list(problem: str, out: TextIO) -> None:
@@ -183,8 +172,6 @@ def _pods(config: AgentConfig, options: ResetOptions, out: TextIO) -> list[PodVi
     if options.pods_dir is not None:
         raw = _manifest_pods(options.pods_dir, node, out)
     else:
-        from agent.kube import KubeConfigError, KubeSource, load_api
-
         try:
             raw = KubeSource(node, load_api(options.kubeconfig)).list_pods()
         except KubeConfigError as err:

@@ -34,7 +34,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from agent.cgroups import (
     detect_layout,
 )
 from agent.config import AgentConfig, ConfigError
+from agent.config_flags import with_flags
 from agent.config_follow import ConfigFollower
 from agent.cpuset import CPUSet, CPUSetError
 from agent.fault_boundary import Stage
@@ -65,12 +66,13 @@ from agent.kube.node_identity import NodeIdentity
 from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
-from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Report
+from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Job, Report
 from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile import Reconciler, Reporter
 from agent.reconcile.devices import device_gate_for
+from agent.reconcile.loop_events import CgroupChanged, LoopEvent, NRICall, PodsChanged, StopLoop
 from agent.reconcile.nri_desk import NRIDesk
-from agent.reconcile.nri_handler import NRIHandoff, NRIRequest, Reply
+from agent.reconcile.nri_handler import LoopCalls
 from agent.render import plan_to_dict
 from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError, StateServer
@@ -78,7 +80,7 @@ from agent.state_store import DiskOps, StateStore
 from agent.topology import Topology, TopologyError
 from agent.topology.load import load_topology
 
-__all__ = ["RunOptions", "AgentError", "Agent"]
+__all__ = ["RunOptions", "AgentError", "Agent", "Configured", "configure"]
 
 _NRI_SOCKET_POLL = 1.0
 """Seconds between looks for a missing NRI socket (a stat; quiet)."""
@@ -106,36 +108,52 @@ class RunOptions:
     once: bool = False
 
 
-def _overridden(options: RunOptions, config: AgentConfig) -> AgentConfig:
-    """The configuration with the ``podpin run`` flags that override its keys."""
-    overrides: dict[str, Any] = {}
-    if options.cgroup_root is not None:
-        overrides["cgroup_root"] = options.cgroup_root
-    if options.state_dir is not None:
-        overrides["state_dir"] = options.state_dir
-    if options.metrics_bind_address is not None:
-        overrides["metrics_bind_address"] = options.metrics_bind_address
-    if options.state_bind_address is not None:
-        overrides["state_bind_address"] = options.state_bind_address or None
-    if options.runtime_root is not None:
-        overrides["runtime_root"] = options.runtime_root
-    if options.dry_run:
-        overrides["dry_run"] = True
-    return replace(config, **overrides)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Configured:
+    """What start-up reads first, once: the API client and the node's configuration with the flags applied.
+
+    ``podpin run`` configures its logging from it before the agent is built, and the agent is built from it: the
+    configuration file is read once.
+
+    Attributes:
+        api: the API server's calls; None with ``--pods-dir``.
+        labels_of: reads a node's labels from the API server (group sections); None without one.
+        made: the node's configuration (``agent/node_config.py``), the flags' overrides applied.
+    """
+
+    api: Any
+    labels_of: LabelReader | None
+    made: NodeConfig
+
+    @property
+    def config(self) -> AgentConfig:
+        """The configuration the agent runs with."""
+        return self.made.config
 
 
-def _configure(options: RunOptions, labels_of: LabelReader | None) -> NodeConfig:
-    """The node's configuration (``agent/node_config.py``) with the flags' overrides."""
+def configure(options: RunOptions) -> Configured:
+    """Load the API client (unless ``--pods-dir``) and the node's configuration with the flags' overrides.
+
+    Raises:
+        AgentError: no API configuration, a bad configuration, a kubelet podpin must not run beside, no node name.
+    """
+    api = None
+    if options.pods_dir is None:
+        try:
+            api = load_api(options.kubeconfig)
+        except KubeConfigError as err:
+            raise AgentError(f"API server: {err}") from err
+    labels_of = _node_labels(api) if api is not None else None
     try:
         made = node_config(options.config, labels_of=labels_of)
     except KubeletRefusalError as err:
         raise AgentError(f"kubelet: {err}") from err
     except ConfigError as err:
         raise AgentError(f"configuration: {err}") from err
-    config = _overridden(options, made.config)
+    config = with_flags(made.config, options)
     if not config.node_name:
         raise AgentError("no node name: set nodeName in the configuration or the NODE_NAME environment variable")
-    return replace(made, config=config)
+    return Configured(api=api, labels_of=labels_of, made=replace(made, config=config))
 
 
 def _node_labels(api: Any) -> LabelReader:
@@ -164,12 +182,18 @@ class Agent:
     """The running agent: owns every thread and the single reconcile loop."""
 
     def __init__(
-        self, options: RunOptions, *, file_ops: FileOps | None = None, disk_ops: DiskOps | None = None
+        self,
+        options: RunOptions,
+        *,
+        configured: Configured | None = None,
+        file_ops: FileOps | None = None,
+        disk_ops: DiskOps | None = None,
     ) -> None:
         """Prepare every part of the agent; nothing runs until :meth:`run`.
 
         Args:
             options: the ``podpin run`` flags.
+            configured: the API client and configuration :func:`configure` loaded (None: loaded here).
             file_ops: how cgroup files are read and written (tests pass a kernel emulation).
             disk_ops: how the checkpoint is written (tests pass one that fails).
 
@@ -177,20 +201,15 @@ class Agent:
             AgentError: an agent-level failure, as one line.
         """
         self.options = options
-        api = None
-        if options.pods_dir is None:
-            try:
-                api = load_api(options.kubeconfig)
-            except KubeConfigError as err:
-                raise AgentError(f"API server: {err}") from err
-        labels_of = _node_labels(api) if api is not None else None
-        made = _configure(options, labels_of)
+        if configured is None:
+            configured = configure(options)
+        api, made = configured.api, configured.made
         self.config = made.config
         self.config_follower = ConfigFollower(
             options.config,
             made,
-            labels_of=labels_of,
-            adjust=lambda config: _overridden(options, config),
+            labels_of=configured.labels_of,
+            adjust=lambda config: with_flags(config, options),
             clock=time.monotonic,
         )
         self.log = structlog.get_logger("podpin").bind(node=self.config.node_name)
@@ -199,7 +218,7 @@ class Agent:
         self.stop_event = threading.Event()
         #: Set by the loop after its first pass (the first pod list): the NRI plugin registers only then.
         self.planned = threading.Event()
-        self._queue: queue.Queue[tuple[str, Any, float]] = queue.Queue()
+        self._queue: queue.Queue[LoopEvent] = queue.Queue()
         self._heartbeat = time.monotonic()
         self._trimmed_sweeps = 0
         """The full passes completed when the heap was last trimmed (``agent/footprint.py``)."""
@@ -243,7 +262,12 @@ class Agent:
             node_identity=_node_identity(api, self.config.node_name),
         )
         self.source = self._source(api)
-        self.nri_desk = NRIDesk(self.reconciler, pod_wait=self.config.nri.pod_wait, pending=self.work_waiting)
+        self.nri_desk = NRIDesk(
+            self.reconciler,
+            node=self.config.node_name or "",
+            pod_wait=self.config.nri.pod_wait,
+            pending=self.work_waiting,
+        )
         self.nri_plugin: Any = None
         self._nri_synchronized = False
         self.nrt = nrt_publisher_for(
@@ -333,10 +357,10 @@ class Agent:
 
     # -- callbacks from other threads ------------------------------------------------------------
     def _on_pods(self, event: PodEvent) -> None:
-        self._queue.put(("pods", event, time.monotonic()))
+        self._queue.put(PodsChanged(event, time.monotonic()))
 
     def _on_cgroup(self, event: WatchEvent) -> None:
-        self._queue.put(("cgroup", event, time.monotonic()))
+        self._queue.put(CgroupChanged(event, time.monotonic()))
 
     def _source_backoff(self, stop: threading.Event, delay: float) -> None:
         """The API source waits only after a failed list or watch: count the failure, then wait (or stop)."""
@@ -408,21 +432,27 @@ class Agent:
         thread.start()
         self._threads.append(thread)
 
-    def _handle(self, item: tuple[str, Any, float]) -> None:
-        kind, payload, at = item
-        if kind == "pods":
-            self.reconciler.on_pods(payload)
-        elif kind == "cgroup":
-            self.reconciler.on_cgroup(payload, at)
-        elif kind == "nri":
-            self.nri_desk.handle(*payload)
+    def _handle(self, item: LoopEvent) -> None:
+        if isinstance(item, PodsChanged):
+            self.reconciler.on_pods(item.event)
+        elif isinstance(item, CgroupChanged):
+            self.reconciler.on_cgroup(item.event, item.at)
+        elif isinstance(item, NRICall):
+            item.calls.run(item.job)  # the desk's answer, on the loop (agent/reconcile/nri_handler.py)
 
     # -- NRI ------------------------------------------------------------------------------------
     def _nri_wanted(self) -> bool:
         return self.config.nri.enabled and not self.options.once and not self.config.dry_run
 
-    def _submit_nri(self, request: NRIRequest, reply: Reply) -> None:
-        self._queue.put(("nri", (request, reply), time.monotonic()))
+    def _loop_calls(self, on_late: Callable[[Job], None]) -> LoopCalls:
+        """The plugin's handler calls run on this loop: one hop from the connection's thread."""
+        calls: LoopCalls
+
+        def submit(job: Job) -> None:
+            self._queue.put(NRICall(calls, job, time.monotonic()))
+
+        calls = LoopCalls(submit, on_late)
+        return calls
 
     def _run_nri(self) -> None:
         """Wait for the NRI socket (quietly), then serve it until stopped (the plugin reconnects by itself).
@@ -449,7 +479,7 @@ class Agent:
         from agent.nri.plugin import NRIPlugin  # protobuf only once a socket exists
 
         self.nri_plugin = NRIPlugin.from_config(
-            self.config.nri, NRIHandoff(self._submit_nri), on_report=self._nri_report
+            self.config.nri, self.nri_desk, on_report=self._nri_report, calls=self._loop_calls
         )
         self.nri_plugin.run(self.stop_event)
 
@@ -603,7 +633,7 @@ class Agent:
                 next_resync = now + period
                 self._check_cpus()
                 self.reconciler.request_full()
-            elif (item is None or item[0] == "stop") and not rechecked:
+            elif (item is None or isinstance(item, StopLoop)) and not rechecked:
                 swept = False
                 with guard(Stage.PASS, "sweep"):
                     swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
@@ -683,7 +713,7 @@ class Agent:
     def stop(self) -> None:
         """Ask the loop to end: set the stop event and wake the loop (it may be waiting up to a second)."""
         self.stop_event.set()
-        self._queue.put(("stop", None, time.monotonic()))
+        self._queue.put(StopLoop(time.monotonic()))
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop the loop (main thread only)."""

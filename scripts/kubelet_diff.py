@@ -68,7 +68,8 @@ def main(argv: list[str]) -> int:
     failed = 0
     with ControlPlane(workdir / "plane", version=version) as plane:
         for outcome in run_scenarios(plane, workdir, scenarios, _say):
-            _say(f"{outcome.scenario}: {len(outcome.rows)} container(s) in {outcome.seconds:.0f} s")
+            phases = ", ".join(f"{name} {seconds:.0f}" for name, seconds in outcome.phases)
+            _say(f"{outcome.scenario}: {len(outcome.rows)} container(s) in {outcome.seconds:.0f} s ({phases})")
             if outcome.error is not None:
                 failed += 1
                 print(

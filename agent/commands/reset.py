@@ -103,24 +103,11 @@ def run(args: argparse.Namespace) -> int:
     """Reset this node; returns the exit status."""
     # Imported here: the reset may reach the API server, and the Kubernetes client costs every other command
     # (and `podpin --help`) seconds of start-up.
+    from agent.config_flags import options_from
     from agent.resetter import ResetOptions, reset_node
 
     stop = threading.Event()
     if args.hold:
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda _signum, _frame: stop.set())
-    return reset_node(
-        ResetOptions(
-            config=args.config,
-            kubeconfig=args.kubeconfig,
-            pods_dir=args.pods_dir,
-            sysfs_root=args.sysfs_root,
-            cgroup_root=args.cgroup_root,
-            state_dir=args.state_dir,
-            dry_run=args.dry_run,
-            forget_state=args.forget_state,
-            wait_for_agent=args.wait_for_agent,
-            hold=args.hold,
-        ),
-        stop=stop,
-    )
+    return reset_node(options_from(args, ResetOptions), stop=stop)

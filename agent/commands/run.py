@@ -76,36 +76,28 @@ def run(args: argparse.Namespace) -> int:
     """Start the agent; returns the exit status."""
     # Imported here: the agent pulls in the Kubernetes client, which every other
     # sub-command (and `podpin --help`) would otherwise pay for at start-up.
-    from agent.config import ConfigError, load_config
+    from agent.config_flags import options_from
     from agent.footprint import tune_malloc
     from agent.log import configure_logging, json_for_format
-    from agent.runner import Agent, AgentError, RunOptions
+    from agent.runner import Agent, AgentError, RunOptions, configure
 
-    options = RunOptions(
-        config=args.config,
-        kubeconfig=args.kubeconfig,
-        pods_dir=args.pods_dir,
-        sysfs_root=args.sysfs_root,
-        proc_root=args.proc_root,
-        cgroup_root=args.cgroup_root,
-        state_dir=args.state_dir,
-        metrics_bind_address=args.metrics_bind_address,
-        state_bind_address=args.state_bind_address,
-        runtime_root=args.runtime_root,
-        dry_run=args.dry_run,
-        once=args.once,
-    )
+    options = options_from(args, RunOptions)
     try:
-        config = load_config(options.config)
+        configured = configure(options)  # the configuration file, read once: logging and the agent use it
+    except AgentError as err:
+        print(f"podpin run: {err}", file=sys.stderr)
+        return 2
+    config = configured.config
+    try:
         configure_logging(
             json=json_for_format(config.log_format), level=config.log_level, cache_logger_on_first_use=True
         )
-    except (ConfigError, ValueError) as err:
+    except ValueError as err:
         print(f"podpin run: configuration: {err}", file=sys.stderr)
         return 2
     tune_malloc()  # before any thread starts (agent/footprint.py)
     try:
-        agent = Agent(options)
+        agent = Agent(options, configured=configured)
     except AgentError as err:
         print(f"podpin run: {err}", file=sys.stderr)
         return 2

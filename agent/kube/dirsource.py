@@ -53,6 +53,7 @@ class DirSource:
         poll_interval: seconds between content comparisons.
         on_error: called with each :class:`ManifestError`, from the source's thread.
         use_inotify: False forces polling; None uses inotify when available.
+        quiet: report errors only through ``on_error``, without the log line (``podpin reset`` prints its own).
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class DirSource:
         poll_interval: float = 1.0,
         on_error: Callable[[ManifestError], None] | None = None,
         use_inotify: bool | None = None,
+        quiet: bool = False,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"DirSource poll_interval: must be > 0, got {poll_interval!r}")
@@ -74,6 +76,7 @@ class DirSource:
         self._on_error = on_error
         self._use_inotify = inotify_simple is not None if use_inotify is None else use_inotify
         self._errors = 0
+        self._quiet = quiet
         self._files: dict[Path, bytes | None] = {}
         self._parsed: dict[Path, tuple[dict[str, Any], ...]] = {}
         self._missing_reported = False
@@ -175,7 +178,8 @@ class DirSource:
 
     def _report(self, err: ManifestError) -> None:
         self._errors += 1
-        _log.warning("source.manifest_error", node=self._node, file=err.path, error=err.problem)
+        if not self._quiet:
+            _log.warning("source.manifest_error", node=self._node, file=err.path, error=err.problem)
         if self._on_error is not None:
             self._on_error(err)
 

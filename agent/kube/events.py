@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
-from kubernetes.client.exceptions import ApiException
 
 from agent.kube.api import CoreCalls
 
@@ -240,6 +239,8 @@ class EventRecorder:
                 self._notify("dropped", event_type)
 
     def _deliver(self, item: _Pending) -> None:
+        from agent.kube.official import ApiException  # loaded already: the recorder's calls loaded it
+
         key = (item.namespace, item.name, item.uid, item.type, item.reason, item.message)
         seen = self._cache.get(key)
         if seen is not None and item.at - seen.last <= self._window:
@@ -312,6 +313,8 @@ class EventRecorder:
         self._notify(outcome, item.type)
 
     def _fail(self, item: _Pending, err: Exception) -> None:
+        from agent.kube.official import ApiException
+
         with self._cond:
             self._counts["failed"] += 1
         detail = f"HTTP {err.status} {err.reason}" if isinstance(err, ApiException) else f"{type(err).__name__}: {err}"

@@ -14,11 +14,13 @@ back) is reported with its error, the node is cleaned, and the next scenario run
 
 from __future__ import annotations
 
+import compileall
 import json
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,11 @@ from tests.cluster.scenario_format import BUSYBOX_IMAGE, Apply, Delete, Restart,
 from tests.vm.containerd import runtime_bin
 from tests.vm.ociimage import SLEEP_IMAGE
 
-__all__ = ["DiffNode", "ScenarioRun", "run_scenarios"]
+__all__ = ["GUEST_CODE", "DiffNode", "ScenarioRun", "precompile", "run_scenarios"]
+
+REPO = Path(__file__).resolve().parents[2]
+GUEST_CODE = ("agent", "tests/__init__.py", "tests/cluster", "tests/vm")
+"""The checkout's code the guest imports (podpin, the guest's node and observer): compiled on the host first."""
 
 PODPIN = "podpin"
 """The name of podpin's process in the guest (its log: ``shared/podpin.log``)."""
@@ -43,16 +49,29 @@ SETTLE_TIMEOUT = 420.0
 """How long a pod may take to run or be rejected (TCG: a container start is seconds to a minute)."""
 PODPIN_READY_TIMEOUT = 300.0
 Sides = ("kubelet", "podpin")
+PHASES = {
+    "kubelet": "the kubelet's restart with a run's configuration (or a scenario's restart step) until healthz is ok",
+    "node": "after that, until the Node's status has a newer Ready heartbeat",
+    "podpin": "podpin's start until /readyz, and its stop and reset after run (b)",
+    "pods": "applying each pod until it runs or is rejected (and deleting pods of delete steps)",
+    "settle": "after a restart step, until every pod is settled again",
+    "observe": "reading every container until two readings agree",
+    "clean": "deleting the scenario's pods until they are gone",
+}
+"""The phases a scenario's time is told by (ScenarioRun.phases)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScenarioRun:
-    """One scenario's outcome: its rows, or the error that stopped it, and how long it took."""
+    """One scenario's outcome: its rows, or the error that stopped it, and how long it took (in all and by phase:
+    where a corpus of dozens spends its hours is what makes it usable or not)."""
 
     scenario: str
     rows: tuple[Row, ...] = ()
     error: str | None = None
     seconds: float = 0.0
+    phases: tuple[tuple[str, float], ...] = ()
+    """Seconds by phase, both runs together, in the order first entered (:data:`PHASES` names them)."""
 
 
 @dataclass(slots=True)
@@ -64,6 +83,16 @@ class DiffNode:
     say: Callable[[str], None]
     """Where progress goes (the driver: stderr with a time)."""
     _prepared: bool = False
+    _phases: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        """Count the time spent in the block to phase `name` (one of :data:`PHASES`) of the current scenario."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._phases[name] = self._phases.get(name, 0.0) + time.monotonic() - started
 
     # -- the node --------------------------------------------------------------------------------
     def prepare(self) -> None:
@@ -91,14 +120,16 @@ class DiffNode:
 
     def _restart_kubelet(self, overrides: dict[str, Any] | None, *, clear_state: bool) -> None:
         before = self._heartbeat()
-        self.node.restart_kubelet(overrides, clear_state=clear_state)
-        wait_for(
-            "the Node's status after the kubelet's restart (a newer heartbeat)",
-            lambda: self._heartbeat() > before,
-            timeout=300,
-            logs=self.node.logs(),
-            every=2.0,
-        )
+        with self._phase("kubelet"):
+            self.node.restart_kubelet(overrides, clear_state=clear_state)
+        with self._phase("node"):
+            wait_for(
+                "the Node's status after the kubelet's restart (a newer heartbeat)",
+                lambda: self._heartbeat() > before,
+                timeout=300,
+                logs=self.node.logs(),
+                every=2.0,
+            )
 
     def _heartbeat(self) -> str:
         """The Ready condition's heartbeat (RFC 3339 in UTC, so later is greater), '' while not Ready."""
@@ -125,8 +156,15 @@ class DiffNode:
 
     def _start_podpin(self, config: Path, state_dir: str) -> None:
         started = time.monotonic()
-        self.node.start_process(PODPIN, self._podpin_argv("run", config, state_dir), env=_guest_env())
-        wait_for("podpin's /readyz in the guest", self._podpin_ready, timeout=PODPIN_READY_TIMEOUT, logs=self._logs())
+        with self._phase("podpin"):
+            self.node.start_process(PODPIN, self._podpin_argv("run", config, state_dir), env=_guest_env())
+            wait_for(
+                "podpin's /readyz in the guest",
+                self._podpin_ready,
+                timeout=PODPIN_READY_TIMEOUT,
+                logs=self._logs(),
+                every=3.0,  # each look is a Python start in the guest, which competes with podpin's own start
+            )
         self.say(f"  podpin ready in {time.monotonic() - started:.0f} s")
 
     def _podpin_ready(self) -> bool:
@@ -145,6 +183,7 @@ class DiffNode:
     def run(self, scenario: Scenario) -> ScenarioRun:
         """Both runs of `scenario` and its rows; an error stops the scenario, not the harness."""
         self.prepare()
+        self._phases = {}
         started = time.monotonic()
         seen: dict[str, dict[tuple[str, str], Observation]] = {}
         try:
@@ -154,7 +193,10 @@ class DiffNode:
         except (ClusterError, OSError, ValueError, KeyError) as err:
             self.say(f"{scenario.name}: {err}")
             return ScenarioRun(
-                scenario=scenario.name, error=f"{type(err).__name__}: {err}", seconds=time.monotonic() - started
+                scenario=scenario.name,
+                error=f"{type(err).__name__}: {err}",
+                seconds=time.monotonic() - started,
+                phases=self._phase_totals(),
             )
         rows = [
             compare(
@@ -169,7 +211,15 @@ class DiffNode:
             if key not in seen["kubelet"]
             for pod, container in [key]
         ]
-        return ScenarioRun(scenario=scenario.name, rows=tuple(rows), seconds=round(time.monotonic() - started, 1))
+        return ScenarioRun(
+            scenario=scenario.name,
+            rows=tuple(rows),
+            seconds=round(time.monotonic() - started, 1),
+            phases=self._phase_totals(),
+        )
+
+    def _phase_totals(self) -> tuple[tuple[str, float], ...]:
+        return tuple((name, round(seconds, 1)) for name, seconds in self._phases.items())
 
     def _side(self, scenario: Scenario, side: str) -> dict[tuple[str, str], Observation]:
         podpin = side == "podpin"
@@ -185,33 +235,40 @@ class DiffNode:
             self._start_podpin(config, state_dir)
         try:
             self._steps(scenario, side, config, state_dir)
-            return self._observe(scenario, side)
+            with self._phase("observe"):
+                return self._observe(scenario, side)
         finally:
-            self._clean(scenario)
+            with self._phase("clean"):
+                self._clean(scenario)
             if podpin:
-                self._stop_podpin(config, state_dir)
+                with self._phase("podpin"):
+                    self._stop_podpin(config, state_dir)
 
     def _steps(self, scenario: Scenario, side: str, config: Path, state_dir: str) -> None:
         live: list[str] = []
         for step in scenario.steps:
             if isinstance(step, Apply):
                 manifest = diff_pods.bound_manifest(step.pod, node=NODE_NAME, ready_gate=side == "podpin")
-                self.plane.admin.run("apply", "-f", "-", stdin=json.dumps(manifest))
-                live.append(step.pod.name)
-                self._wait_settled(scenario, side, [step.pod.name])
+                with self._phase("pods"):
+                    self.plane.admin.run("apply", "-f", "-", stdin=json.dumps(manifest))
+                    live.append(step.pod.name)
+                    self._wait_settled(scenario, side, [step.pod.name])
             elif isinstance(step, Delete):
                 pod = step.pod
-                self.plane.admin.run(
-                    "delete", "pod", pod.name, "-n", pod.namespace, "--wait=true", "--timeout=300s", timeout=330
-                )
+                with self._phase("pods"):
+                    self.plane.admin.run(
+                        "delete", "pod", pod.name, "-n", pod.namespace, "--wait=true", "--timeout=300s", timeout=330
+                    )
                 live.remove(pod.name)
             elif isinstance(step, Restart):
                 if side == "kubelet":
                     self._restart_kubelet(None, clear_state=False)
                 else:
-                    self.node.stop_process(PODPIN)
+                    with self._phase("podpin"):
+                        self.node.stop_process(PODPIN)
                     self._start_podpin(config, state_dir)
-                self._wait_settled(scenario, side, live)
+                with self._phase("settle"):
+                    self._wait_settled(scenario, side, live)
 
     def _pod(self, scenario: Scenario, name: str) -> dict[str, Any]:
         pod = scenario.pod(name)
@@ -293,10 +350,30 @@ def _guest_env() -> dict[str, str]:
     return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 
 
+def precompile(root: Path, parts: Iterable[str] = GUEST_CODE) -> bool:
+    """Write the bytecode of `parts` of the checkout at `root` (``__pycache__``, as an import would).
+
+    Why: the guest's root is the host's, read-only, so the guest's Python cannot cache what it compiles; the
+    checkout has no bytecode (``PYTHONDONTWRITEBYTECODE`` on this machine), and under TCG every podpin start, reset
+    and observer call compiled the agent from source again — about three of podpin's four minutes to ``/readyz``.
+    Returns whether everything compiled.
+    """
+    ok = True
+    for part in parts:
+        path = root / part
+        if path.is_dir():
+            ok = bool(compileall.compile_dir(path, quiet=1)) and ok
+        else:
+            ok = bool(compileall.compile_file(path, quiet=1)) and ok
+    return ok
+
+
 def run_scenarios(
     plane: ControlPlane, workdir: Path, scenarios: Iterable[Scenario], say: Callable[[str], None]
 ) -> Iterator[ScenarioRun]:
     """Run `scenarios` on `plane`, one guest boot per machine shape (one guest at a time), yielding each outcome."""
+    if not precompile(REPO):
+        say(f"  some of {', '.join(GUEST_CODE)} did not compile: the guest compiles it at each start")
     for index, (machine, group) in enumerate(by_machine(scenarios).items()):
         say(f"boot {index + 1}: {machine} for {len(group)} scenario(s)")
         node = GuestNode(plane, workdir / f"node-{index}", diff_config.node_spec(machine))
