@@ -34,7 +34,7 @@ import queue
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -66,12 +66,13 @@ from agent.kube.node_identity import NodeIdentity
 from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
-from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Report
+from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Job, Report
 from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile import Reconciler, Reporter
 from agent.reconcile.devices import device_gate_for
+from agent.reconcile.loop_events import CgroupChanged, LoopEvent, NRICall, PodsChanged, StopLoop
 from agent.reconcile.nri_desk import NRIDesk
-from agent.reconcile.nri_handler import NRIHandoff, NRIRequest, Reply
+from agent.reconcile.nri_handler import LoopCalls
 from agent.render import plan_to_dict
 from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError, StateServer
@@ -217,7 +218,7 @@ class Agent:
         self.stop_event = threading.Event()
         #: Set by the loop after its first pass (the first pod list): the NRI plugin registers only then.
         self.planned = threading.Event()
-        self._queue: queue.Queue[tuple[str, Any, float]] = queue.Queue()
+        self._queue: queue.Queue[LoopEvent] = queue.Queue()
         self._heartbeat = time.monotonic()
         self._trimmed_sweeps = 0
         """The full passes completed when the heap was last trimmed (``agent/footprint.py``)."""
@@ -261,7 +262,12 @@ class Agent:
             node_identity=_node_identity(api, self.config.node_name),
         )
         self.source = self._source(api)
-        self.nri_desk = NRIDesk(self.reconciler, pod_wait=self.config.nri.pod_wait, pending=self.work_waiting)
+        self.nri_desk = NRIDesk(
+            self.reconciler,
+            node=self.config.node_name or "",
+            pod_wait=self.config.nri.pod_wait,
+            pending=self.work_waiting,
+        )
         self.nri_plugin: Any = None
         self._nri_synchronized = False
         self.nrt = nrt_publisher_for(
@@ -351,10 +357,10 @@ class Agent:
 
     # -- callbacks from other threads ------------------------------------------------------------
     def _on_pods(self, event: PodEvent) -> None:
-        self._queue.put(("pods", event, time.monotonic()))
+        self._queue.put(PodsChanged(event, time.monotonic()))
 
     def _on_cgroup(self, event: WatchEvent) -> None:
-        self._queue.put(("cgroup", event, time.monotonic()))
+        self._queue.put(CgroupChanged(event, time.monotonic()))
 
     def _source_backoff(self, stop: threading.Event, delay: float) -> None:
         """The API source waits only after a failed list or watch: count the failure, then wait (or stop)."""
@@ -426,21 +432,27 @@ class Agent:
         thread.start()
         self._threads.append(thread)
 
-    def _handle(self, item: tuple[str, Any, float]) -> None:
-        kind, payload, at = item
-        if kind == "pods":
-            self.reconciler.on_pods(payload)
-        elif kind == "cgroup":
-            self.reconciler.on_cgroup(payload, at)
-        elif kind == "nri":
-            self.nri_desk.handle(*payload)
+    def _handle(self, item: LoopEvent) -> None:
+        if isinstance(item, PodsChanged):
+            self.reconciler.on_pods(item.event)
+        elif isinstance(item, CgroupChanged):
+            self.reconciler.on_cgroup(item.event, item.at)
+        elif isinstance(item, NRICall):
+            item.calls.run(item.job)  # the desk's answer, on the loop (agent/reconcile/nri_handler.py)
 
     # -- NRI ------------------------------------------------------------------------------------
     def _nri_wanted(self) -> bool:
         return self.config.nri.enabled and not self.options.once and not self.config.dry_run
 
-    def _submit_nri(self, request: NRIRequest, reply: Reply) -> None:
-        self._queue.put(("nri", (request, reply), time.monotonic()))
+    def _loop_calls(self, on_late: Callable[[Job], None]) -> LoopCalls:
+        """The plugin's handler calls run on this loop: one hop from the connection's thread."""
+        calls: LoopCalls
+
+        def submit(job: Job) -> None:
+            self._queue.put(NRICall(calls, job, time.monotonic()))
+
+        calls = LoopCalls(submit, on_late)
+        return calls
 
     def _run_nri(self) -> None:
         """Wait for the NRI socket (quietly), then serve it until stopped (the plugin reconnects by itself).
@@ -467,7 +479,7 @@ class Agent:
         from agent.nri.plugin import NRIPlugin  # protobuf only once a socket exists
 
         self.nri_plugin = NRIPlugin.from_config(
-            self.config.nri, NRIHandoff(self._submit_nri), on_report=self._nri_report
+            self.config.nri, self.nri_desk, on_report=self._nri_report, calls=self._loop_calls
         )
         self.nri_plugin.run(self.stop_event)
 
@@ -621,7 +633,7 @@ class Agent:
                 next_resync = now + period
                 self._check_cpus()
                 self.reconciler.request_full()
-            elif (item is None or item[0] == "stop") and not rechecked:
+            elif (item is None or isinstance(item, StopLoop)) and not rechecked:
                 swept = False
                 with guard(Stage.PASS, "sweep"):
                     swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
@@ -701,7 +713,7 @@ class Agent:
     def stop(self) -> None:
         """Ask the loop to end: set the stop event and wake the loop (it may be waiting up to a second)."""
         self.stop_event.set()
-        self._queue.put(("stop", None, time.monotonic()))
+        self._queue.put(StopLoop(time.monotonic()))
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop the loop (main thread only)."""

@@ -61,6 +61,8 @@ sys.path.insert(0, str(REPO))
 from scripts.benchkit import add_options, commit_of, emit
 from tests.support.agentfixture import Spawned, fetch, kubeconfig, make_node, wait_until
 from tests.support.apiserver_emulator import ApiServerEmulator
+from tests.support.emulated_agent import SERVICE_ACCOUNT_DIR_VARIABLE
+from tests.support.incluster import in_cluster
 from tests.support.podfactory import container, make_pod, resources, sidecar
 
 RSS_GOAL_MIB = 60.0
@@ -115,11 +117,13 @@ def measure(
     devices: bool = False,
     nri: bool = False,
     scrape: bool = False,
+    auth: str = "in-cluster",
 ) -> dict[str, Any]:
     """Start the agent, wait until it is ready, sample it for ``seconds``; the figures."""
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="podpin-bench-agent-"))
-        emulator = stack.enter_context(ApiServerEmulator())
+        account = in_cluster(Path(tmp) / "in-cluster") if auth == "in-cluster" else None
+        emulator = stack.enter_context(ApiServerEmulator(tls=account.tls if account else None))
         node = make_node(Path(tmp), machine="intel-spr-2s-snc2")
         node.write_config(reconcilePeriod="10s", logLevel="info", stateBindAddress="127.0.0.1:0")
         if nri:
@@ -143,12 +147,18 @@ def measure(
         for pod in pods():
             node.add_pod(pod, manifest=False)
             emulator.add_pod(pod)
-        config = kubeconfig(Path(tmp) / "kubeconfig", emulator.url)
         # podpin run with cgroup writes through the kernel emulation (tests/support/emulated_agent.py), run as
         # a script so that --checkout's tree supplies agent/ and the emulation
         launcher = str(REPO / "tests" / "support" / "emulated_agent.py")
-        argv = [python, launcher, *node.cli_args("--kubeconfig", str(config), pods_dir=False)[1:]]
         env = {**os.environ, "PYTHONPATH": str(checkout)}
+        if account is not None:
+            # as in a DaemonSet: the service account's token and CA, the API server's address in the environment
+            env.update(account.environ(emulator.port))
+            env[SERVICE_ACCOUNT_DIR_VARIABLE] = str(account.service_account_dir)
+            argv = [python, launcher, *node.cli_args(pods_dir=False)[1:]]
+        else:
+            config = kubeconfig(Path(tmp) / "kubeconfig", emulator.url)
+            argv = [python, launcher, *node.cli_args("--kubeconfig", str(config), pods_dir=False)[1:]]
         process = subprocess.Popen(
             argv, cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -189,6 +199,7 @@ def measure(
             {r["name"] for z in (published or {}).get("zones", []) for r in z["resources"] if "/" in r["name"]}
         ),
         "pods": 110,
+        "auth": auth,
         "admitted": admitted,
         "seconds": round(end - start, 1),
         "ready_seconds": round(ready_seconds, 2),
@@ -209,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", action="store_true", help="with --nrt: a node with GPUs and a PodResources socket")
     parser.add_argument("--checkout", type=Path, default=REPO, help="the tree whose agent runs (default: this one)")
     parser.add_argument("--all", action="store_true", help="every feature: NRT, devices, NRI, /metrics scraped")
+    parser.add_argument(
+        "--auth",
+        choices=("in-cluster", "kubeconfig"),
+        default="in-cluster",
+        help="how the agent finds the API server: a service account over HTTPS, as in a DaemonSet (default), "
+        "or a kubeconfig file (which also loads the client's kubeconfig loader)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     add_options(parser)
     args = parser.parse_args(argv)
@@ -225,9 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         devices=args.devices,
         nri=args.all,
         scrape=args.all,
+        auth=args.auth,
     )
     result["checkout"] = commit_of(args.checkout.resolve())
     variant = "all" if args.all else "-".join(name for name in ("nrt", "devices") if getattr(args, name))
+    if args.auth != "in-cluster":
+        variant = "-".join(v for v in (variant, args.auth) if v)
     if args.checkout.resolve() != REPO:
         variant = "-".join(v for v in (variant, args.checkout.name) if v)
     emit(args, "agent", result, variant=variant)

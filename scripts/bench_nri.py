@@ -8,6 +8,11 @@
   the handler thread, answer, decode). The same for Synchronize with
   ``--containers`` containers and an update for each. The handler does no work,
   so the figures are the plugin's own overhead.
+* agent path: the same CreateContainer calls through the agent's hand-off to a
+  loop thread that answers at once (``agent/reconcile/nri_handler.py``, as
+  ``agent/runner.py`` wires it): the round trip, and the threads the request
+  crosses, observed (the plugin's dispatcher, the thread that queues it for the
+  loop, the loop): ``agent_thread_hops`` is their number minus one.
 * memory: resident set of a fresh interpreter after ``import agent.runner``
   (the agent without NRI), then after also importing ``agent.nri.plugin``
   (protobuf and the generated modules); the difference is what enabling NRI adds.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import queue
 import statistics
 import subprocess
 import sys
@@ -32,9 +38,10 @@ sys.path.insert(0, str(REPO))
 
 from agent.cpuset import CPUSet
 from agent.log import configure_logging
-from agent.nri import ContainerAdjustment, ContainerUpdate, CreateResult
+from agent.nri import ContainerAdjustment, ContainerUpdate, CreateResult, Job
 from agent.nri.plugin import NRIPlugin
 from agent.nri.proto import nri_pb2 as pb
+from agent.reconcile.nri_handler import LoopCalls
 from scripts.benchkit import add_options, emit
 from tests.support.nri_plugin import RecordingHandler, short_socket_path
 from tests.support.nri_runtime import NRIRuntime, make_container, make_pod
@@ -58,6 +65,63 @@ def _rss(kind: str) -> int:
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+_DISPATCHER = "podpin-nri-dispatcher"
+"""The plugin's thread that reads a request off the connection and calls the service (``agent/nri/session.py``)."""
+
+
+def _agent_path(calls: int, adjustment: CreateResult) -> dict[str, Any]:
+    """CreateContainer round trips through the agent's hand-off to a loop thread, and the threads crossed."""
+    jobs: queue.Queue[tuple[LoopCalls, Job] | None] = queue.Queue()
+    submitters: set[str] = set()
+    answerers: set[str] = set()
+
+    def loop() -> None:
+        while (item := jobs.get()) is not None:
+            item[0].run(item[1])
+
+    def make_calls(on_late: Any) -> LoopCalls:
+        made: LoopCalls
+
+        def submit(job: Job) -> None:
+            submitters.add(threading.current_thread().name)
+            jobs.put((made, job))
+
+        made = LoopCalls(submit, on_late)
+        return made
+
+    def answer(_pod: Any, _container: Any) -> CreateResult:
+        answerers.add(threading.current_thread().name)
+        return adjustment
+
+    handler = RecordingHandler(answers={"create_container": answer})
+    loop_thread = threading.Thread(target=loop, name="podpin-loop", daemon=True)
+    loop_thread.start()
+    pods = [make_pod("u0")]
+    with short_socket_path() as path, NRIRuntime(path, pods=pods, containers=[]) as runtime:
+        stop = threading.Event()
+        plugin = NRIPlugin(handler, socket_path=path, calls=make_calls)
+        thread = threading.Thread(target=plugin.run, args=(stop,), daemon=True)
+        thread.start()
+        conn = runtime.wait_ready(timeout=30)
+        round_ms = []
+        for i in range(calls):
+            container = make_container(f"agent{i}", pods[0])
+            t0 = time.perf_counter()
+            conn.create_container(pods[0], container)
+            round_ms.append((time.perf_counter() - t0) * 1000)
+        stop.set()
+        thread.join(5)
+    jobs.put(None)
+    loop_thread.join(5)
+    path_threads = [_DISPATCHER, *sorted(submitters - {_DISPATCHER}), *sorted(answerers)]
+    return {
+        "agent_create_p50_ms": round(statistics.median(round_ms), 3),
+        "agent_create_p99_ms": round(_quantile(round_ms, 0.99), 3),
+        "agent_threads": " -> ".join(path_threads),
+        "agent_thread_hops": len(path_threads) - 1,
+    }
 
 
 def measure(calls: int, containers: int) -> dict[str, Any]:
@@ -102,6 +166,7 @@ def measure(calls: int, containers: int) -> dict[str, Any]:
         "sync_containers": containers,
         "sync_median_ms": round(statistics.median(sync_ms), 2),
         "connect_register_sync_s": round(connect_s, 3),
+        **_agent_path(calls, adjustment),
         "agent_rss_mib": round(_rss("base") / 2**20, 1),
         "nri_plugin_extra_rss_mib": round(_rss("nri") / 2**20, 1),
     }

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"podpin uninstall: API server: {err}")
         return CANNOT_START
     return uninstall(
-        WorkloadCalls(core.api_client),
+        WorkloadCalls(core.configuration),
         namespace=args.namespace,
         agents=args.agents,
         resets=args.resets,

@@ -1,4 +1,4 @@
-"""Building the official client (its ``ApiClient``, as :class:`CoreCalls`) from whatever configuration this process has.
+"""The official client's ``Configuration`` (as :class:`CoreCalls`) from whatever configuration this process has.
 
 A file given with ``--kubeconfig`` is the only one tried: an operator who names
 a file means it. Without one, the first that works wins: the in-cluster service
@@ -6,6 +6,11 @@ account (the DaemonSet case), ``$KUBECONFIG`` (a ``:``-separated list, merged as
 kubectl does), ``~/.kube/config``. Each attempt gets its own
 ``Configuration`` object: the client's process-wide default is never touched,
 so a test or a second client cannot inherit another's credentials.
+
+The in-cluster attempt comes first and needs only the client's in-cluster
+loader; the kubeconfig loader (requests, oauthlib, the ``ApiClient``: about
+15 MiB) is imported only when a kubeconfig file is tried
+(:mod:`agent.kube.official`).
 """
 
 from __future__ import annotations
@@ -55,10 +60,7 @@ def load_api(
     """
     # The client is imported here, not at the top: importing agent.kube stays cheap for commands that never call
     # the API server (podpin reset --pods-dir, the tests of the directory source).
-    from kubernetes import config as kube_config
-    from kubernetes.client.api_client import ApiClient
-    from kubernetes.client.configuration import Configuration
-    from kubernetes.config.incluster_config import InClusterConfigLoader
+    from agent.kube.official import ConfigException, Configuration, InClusterConfigLoader
 
     env = os.environ if environ is None else environ
     failures: list[str] = []
@@ -66,7 +68,7 @@ def load_api(
         problem = _try_kubeconfig(kubeconfig, configuration := Configuration())
         if problem is None:
             _log.info("kube.config", source="--kubeconfig", file=kubeconfig, host=configuration.host)
-            return CoreCalls(ApiClient(configuration))
+            return CoreCalls(configuration)
         raise KubeConfigError(f"--kubeconfig {kubeconfig}: {problem}")
 
     configuration = Configuration()
@@ -77,11 +79,11 @@ def load_api(
     )
     try:
         loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
-    except kube_config.ConfigException as err:
+    except ConfigException as err:
         failures.append(f"in-cluster ({service_account_dir}): {err}")
     else:
         _log.info("kube.config", source="in-cluster", host=configuration.host)
-        return CoreCalls(ApiClient(configuration))
+        return CoreCalls(configuration)
 
     candidates = [
         ("$KUBECONFIG", env.get("KUBECONFIG") or None),
@@ -94,22 +96,20 @@ def load_api(
         problem = _try_kubeconfig(value, configuration := Configuration())
         if problem is None:
             _log.info("kube.config", source=label, file=value, host=configuration.host)
-            return CoreCalls(ApiClient(configuration))
+            return CoreCalls(configuration)
         failures.append(f"{label} ({value}): {problem}")
     raise KubeConfigError("no Kubernetes API configuration found; tried " + "; ".join(failures))
 
 
 def _try_kubeconfig(files: str, configuration: Configuration) -> str | None:
     """Load a kubeconfig (``:``-separated list) into ``configuration``; the problem, or None."""
-    from kubernetes import config as kube_config
+    from agent.kube.official import load_kube_config
 
     paths = [p for p in files.split(os.pathsep) if p]
     if not any(Path(p).expanduser().is_file() for p in paths):
         return "no such file"
     try:
-        kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=files, client_configuration=configuration, persist_config=False
-        )
+        load_kube_config(files, configuration)
     except Exception as err:
         return " ".join(str(err).split()) or type(err).__name__
     return None

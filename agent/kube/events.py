@@ -239,7 +239,7 @@ class EventRecorder:
                 self._notify("dropped", event_type)
 
     def _deliver(self, item: _Pending) -> None:
-        from kubernetes.client.exceptions import ApiException  # loaded already: the recorder's calls made by it
+        from agent.kube.official import ApiException  # loaded already: the recorder's calls loaded it
 
         key = (item.namespace, item.name, item.uid, item.type, item.reason, item.message)
         seen = self._cache.get(key)
@@ -313,7 +313,7 @@ class EventRecorder:
         self._notify(outcome, item.type)
 
     def _fail(self, item: _Pending, err: Exception) -> None:
-        from kubernetes.client.exceptions import ApiException
+        from agent.kube.official import ApiException
 
         with self._cond:
             self._counts["failed"] += 1

@@ -32,7 +32,8 @@ from agent.kube.api import CoreCalls
 
 if TYPE_CHECKING:  # the client is imported where a list or watch is made: agent.kube stays cheap to import
     import urllib3
-    from kubernetes import watch
+
+    from agent.kube.watch_stream import WatchStream
 
 __all__ = ["PodEvent", "PodSource", "KubeSource", "Sleep"]
 
@@ -227,25 +228,23 @@ class KubeSource:
     ) -> tuple[_End, str, bool, Exception | None]:
         """One watch request; returns how it ended, the resume version, whether anything arrived."""
         timeout = max(1, min(self._watch_timeout, math.ceil(resync_at - self._clock())))
-        # return_type=object: the client then leaves each object a plain dict instead of
-        # validating it into V1Pod, which raises on a pod its models do not expect (say
-        # a spec without containers) inside the stream, so the same event would break
-        # every re-watch. ERROR and BOOKMARK handling are unchanged; deserialize stays True.
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
+        from agent.kube.official import ApiException
+        from agent.kube.watch_stream import WatchStream
 
-        watcher = watch.Watch(return_type=object)  # type: ignore[no-untyped-call]
-        interrupter.watching(watcher)
         kwargs: dict[str, Any] = {
             "field_selector": self._selector,
             "allow_watch_bookmarks": True,
             "timeout_seconds": timeout,
+            "watch": True,
+            "_preload_content": False,
             "_request_timeout": (self._request_timeout, timeout + self._request_timeout),
         }
         if version:
             kwargs["resource_version"] = version
+        watcher = WatchStream(lambda: self._api.list_pod_for_all_namespaces(**kwargs))
+        interrupter.watching(watcher)
         delivered = False
-        stream = watcher.stream(self._api.list_pod_for_all_namespaces, **kwargs)  # type: ignore[no-untyped-call]
+        stream = watcher.events()
         try:
             while True:
                 if stop.is_set():
@@ -293,7 +292,7 @@ class KubeSource:
 
 
 def _describe(err: object) -> str:
-    from kubernetes.client.exceptions import ApiException
+    from agent.kube.official import ApiException
 
     if isinstance(err, ApiException):
         return f"HTTP {err.status} {err.reason}".strip()
@@ -305,23 +304,22 @@ def _describe(err: object) -> str:
 class _Interrupter:
     """Ends the current watch once ``stop`` is set, retrying until the watching thread has left it.
 
-    ``Watch.stop()`` can be lost (``docs/design.md``, "Kubernetes client facts"): ``stream()`` resets the
-    stop flag when it starts, and a stop before the HTTP response exists has
-    no socket to shut down. So after ``stop`` this thread repeats ``stop()``
+    A stop can be lost (``docs/design.md``, "Kubernetes client facts"): one before the HTTP response exists
+    has no socket to shut down. So after ``stop`` this thread repeats ``stop()``
     on whatever watch is current every 20 ms until :meth:`finish` is called.
     """
 
     def __init__(self, stop: threading.Event) -> None:
         self._stop = stop
         self._lock = threading.Lock()
-        self._current: watch.Watch | None = None
+        self._current: WatchStream | None = None
         self._left = threading.Event()
         self._thread = threading.Thread(target=self._run, name="podpin-watch-interrupter", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
-    def watching(self, watcher: watch.Watch | None) -> None:
+    def watching(self, watcher: WatchStream | None) -> None:
         """Set the watch to interrupt (None between watches)."""
         with self._lock:
             self._current = watcher
@@ -339,4 +337,4 @@ class _Interrupter:
             with self._lock:
                 current = self._current
             if current is not None:
-                current.stop()  # type: ignore[no-untyped-call]
+                current.stop()

@@ -13,7 +13,7 @@ Layers, bottom up (each its own module; ``pyproject.toml`` holds them to this or
 ``convert``
     protobuf messages to and from ``model`` values.
 ``worker``
-    handler calls on one thread, waited for at most a budget.
+    handler calls on another thread (the plugin's own, or the agent's loop), waited for once, under a budget.
 ``service``
     the Plugin service: each runtime request becomes one handler call.
 ``session``
@@ -52,13 +52,20 @@ from agent.nri.report import (
     PluginState,
     Report,
 )
+from agent.nri.worker import Calls, Job, Later, WorkResult, WorkStatus, await_job
 
 __all__ = [
     "DEFAULT_SOCKET_PATH",
+    "Job",
+    "Later",
+    "WorkResult",
+    "WorkStatus",
+    "await_job",
     "UNLIMITED_QUOTA",
     "CPUResources",
     "CallOutcome",
     "CallResult",
+    "Calls",
     "ConnectionEvent",
     "ConnectionKind",
     "Container",

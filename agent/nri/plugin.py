@@ -92,7 +92,7 @@ from agent.nri.report import (
 from agent.nri.service import late_outcome
 from agent.nri.session import Session
 from agent.nri.throttle import WarningThrottle
-from agent.nri.worker import HandlerWorker, Job
+from agent.nri.worker import Calls, HandlerWorker, Job
 
 __all__ = [
     "DEFAULT_PLUGIN_INDEX",
@@ -157,6 +157,8 @@ class NRIPlugin:
         on_report: receives every :class:`~agent.nri.report.Report`, on plugin
             threads; it must be quick, and what it raises is logged and ignored.
         sleep, jitter: injectable waiting and randomness.
+        calls: makes what runs the handler calls, given the late-answer reporter (default: a
+            :class:`~agent.nri.worker.HandlerWorker`, the plugin's own thread; the agent passes its loop).
     """
 
     def __init__(
@@ -174,6 +176,7 @@ class NRIPlugin:
         on_report: Callable[[Report], None] | None = None,
         sleep: Sleep = threading.Event.wait,
         jitter: Callable[[], float] = random.random,
+        calls: Callable[[Callable[[Job], None]], Calls] | None = None,
     ) -> None:
         if not plugin_name or any(not (c.isascii() and (c.isalnum() or c in "-_.+")) for c in plugin_name):
             raise ValueError(f"NRIPlugin plugin_name: {plugin_name!r} must be non-empty [a-zA-Z0-9_.+-]")
@@ -189,6 +192,7 @@ class NRIPlugin:
             if not value > 0:
                 raise ValueError(f"NRIPlugin {name}: must be > 0, got {value!r}")
         self._handler = handler
+        self._make_calls = calls if calls is not None else _own_thread
         self._socket_path = Path(socket_path)
         self._name = plugin_name
         self._index = plugin_index
@@ -248,7 +252,7 @@ class NRIPlugin:
     # -- the loop ----------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
         """Connect, serve, reconnect, until ``stop`` is set; returns within about a second of it."""
-        worker = HandlerWorker(on_late=self._late)
+        worker = self._make_calls(self._late)
         worker.start()
         failures = 0
         try:
@@ -367,3 +371,8 @@ def _fields(report: Report) -> dict[str, object]:
     if isinstance(report, CallOutcome):
         fields["method"] = report.event
     return fields
+
+
+def _own_thread(on_late: Callable[[Job], None]) -> Calls:
+    """The plugin's own handler thread (:class:`~agent.nri.worker.HandlerWorker`)."""
+    return HandlerWorker(on_late=on_late)

@@ -50,7 +50,7 @@ from agent.nri.model import Container, CreateResult, PodSandbox
 from agent.nri.proto import nri_pb2 as pb
 from agent.nri.report import CallOutcome, CallResult, NRIMethod, PluginState
 from agent.nri.ttrpc import Method, RPCStatusError, StatusCode
-from agent.nri.worker import HandlerWorker, Job, WorkResult, WorkStatus
+from agent.nri.worker import Calls, Job, WorkResult, WorkStatus
 
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
@@ -181,7 +181,7 @@ class PluginService:
         self,
         *,
         handler: NRIHandler,
-        worker: HandlerWorker,
+        worker: Calls,
         handler_timeout: float,
         report: OutcomeSink,
         on_state: Callable[[PluginState, str, str], None],

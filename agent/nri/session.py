@@ -31,7 +31,7 @@ from agent.nri.proto import nri_pb2 as pb
 from agent.nri.report import PluginState
 from agent.nri.service import PLUGIN_SERVICE, RUNTIME_SERVICE, OutcomeSink, PluginService
 from agent.nri.ttrpc import CallTimeoutError, Client, ConnectionClosedError, RPCError, Server, StatusCode
-from agent.nri.worker import HandlerWorker
+from agent.nri.worker import Calls
 
 __all__ = ["Session", "SessionEnd"]
 
@@ -74,7 +74,7 @@ class Session:
         sock: socket.socket,
         *,
         handler: NRIHandler,
-        worker: HandlerWorker,
+        worker: Calls,
         plugin_name: str,
         plugin_index: str,
         handler_timeout: float,

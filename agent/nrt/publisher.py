@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from agent.alloc import PlannerConfig
 from agent.config import NRTSettings
+from agent.kube.official import ApiException
 from agent.nrt.calls import TopologyCalls
 from agent.nrt.compute import attributes_of, node_resource_topology
 from agent.nrt.occupancy import occupancy_of
@@ -351,7 +351,7 @@ def nrt_publisher_for(
         pod_resources_socket, on_problem=lambda problem: log.warning("podresources.malformed", problem=problem)
     )
     return NRTPublisher(
-        TopologyCalls(api.api_client),
+        TopologyCalls(api.configuration),
         planner,
         settings,
         node_name=node_name,

@@ -10,9 +10,14 @@ NodeResourceTopology publisher asks the kubelet's PodResources API for devices, 
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+from tests.support.apiserver_emulator import ApiServerEmulator
+from tests.support.incluster import TOKEN, in_cluster
 from tests.support.paths import REPO
 
 PROBE = """
@@ -68,3 +73,58 @@ def test_running_agent_without_an_nri_socket_loads_no_protobuf() -> None:
         [sys.executable, "-c", RUNNING_PROBE], capture_output=True, text=True, check=True, cwd=REPO, timeout=60
     )
     assert '{"protobuf": false, "plugin": false}' == result.stdout.strip().splitlines()[-1]
+
+
+IN_CLUSTER_PROBE = """
+import json, sys, tempfile, time
+from pathlib import Path
+from tests.support.emulated_agent import use_service_account_dir
+from tests.support.agentfixture import make_node, running, wait_until
+use_service_account_dir(Path(sys.argv[1]))
+node = make_node(Path(tempfile.mkdtemp()))
+with running(node.agent(pods_dir=None)) as agent:
+    wait_until(lambda: agent.reconciler.sweeps > 0, what="a full pass")
+    time.sleep(1.0)  # the watch is open
+print(json.dumps(sorted(m for m in sys.argv[2].split(",") if m in sys.modules)))
+"""
+
+HEAVY_FOR_RUN = (
+    # the client's ApiClient and models (pydantic), its kubeconfig loader (requests, oauthlib), and what the
+    # kubernetes package's __init__ imports besides: agent/kube/official.py keeps them all out
+    "pydantic",
+    "requests",
+    "oauthlib",
+    "kubernetes.client.api_client",
+    "kubernetes.config.kube_config",
+    "kubernetes.dynamic",
+    "kubernetes.stream",
+    "kubernetes.leaderelection",
+    "kubernetes.informer",
+    "websocket",
+    # numpy only past 8 NUMA nodes, matplotlib only for `simulate --output png`, gRPC only with devices
+    "numpy",
+    "matplotlib",
+    "grpclib",
+    "google.protobuf",
+)
+
+
+def test_podpin_run_in_a_cluster_loads_none_of_the_heavy_modules(tmp_path: Path) -> None:
+    """`podpin run` as a DaemonSet runs it (service account over HTTPS, list and watch of the node's pods, a full
+    pass) loads neither the client's ApiClient, models and kubeconfig loader nor numpy, matplotlib or gRPC."""
+    account = in_cluster(tmp_path)
+    with ApiServerEmulator(tls=account.tls) as emulator:
+        result = subprocess.run(
+            [sys.executable, "-c", IN_CLUSTER_PROBE, str(account.service_account_dir), ",".join(HEAVY_FOR_RUN)],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, **account.environ(emulator.port), "NODE_NAME": "node-1"},
+            timeout=120,
+        )
+        assert 0 == result.returncode, result.stderr[-2000:]
+        watched = [r for r in emulator.requests if r.path == "/api/v1/pods" and r.query.get("watch") == "true"]
+    assert [] == json.loads(result.stdout.strip().splitlines()[-1])
+    assert watched
+    assert {f"bearer {TOKEN}"} == {r.authorization for r in watched}  # the in-cluster loader's spelling

@@ -41,11 +41,13 @@ import contextlib
 import copy
 import datetime
 import socket
+import ssl
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -102,10 +104,17 @@ class ApiServerEmulator:
         bookmark_interval: seconds between BOOKMARK events on watches that
             allow them; None sends them only on :meth:`send_bookmarks`.
         default_watch_timeout: seconds a watch without ``timeoutSeconds`` lasts.
+        tls: ``(certificate, key)`` files to serve HTTPS with, as a real API server does (the agent's
+            in-cluster configuration always speaks HTTPS); None serves plain HTTP.
     """
 
     def __init__(
-        self, *, history_size: int = 1000, bookmark_interval: float | None = None, default_watch_timeout: float = 1800.0
+        self,
+        *,
+        history_size: int = 1000,
+        bookmark_interval: float | None = None,
+        default_watch_timeout: float = 1800.0,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         self._history_size = history_size
         self._bookmark_interval = bookmark_interval
@@ -127,6 +136,15 @@ class ApiServerEmulator:
         #: Every pod status patch received: (namespace, name, patch).
         self.status_patches: list[tuple[str, str, Obj]] = []
         self._server = ApiHTTPServer(self)
+        self._scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            # The handshake happens in each connection's handler thread, not in the accepting one.
+            self._server.socket = context.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
+            self._scheme = "https"
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="apiserver-emulator", daemon=True
         )
@@ -155,8 +173,13 @@ class ApiServerEmulator:
 
     @property
     def url(self) -> str:
-        """The base URL, e.g. ``http://127.0.0.1:40123``."""
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        """The base URL, e.g. ``http://127.0.0.1:40123`` (``https`` when serving TLS)."""
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        """The port it serves on."""
+        return int(self._server.server_address[1])
 
     def api(self, **config: Any) -> CoreCalls:
         """The agent's official-client calls for this server (``config`` sets ``Configuration`` attributes)."""
@@ -164,7 +187,7 @@ class ApiServerEmulator:
         configuration.host = self.url
         for key, value in config.items():
             setattr(configuration, key, value)
-        return CoreCalls(client.ApiClient(configuration))
+        return CoreCalls(configuration)
 
     def core_v1(self, **config: Any) -> client.CoreV1Api:
         """The full generated ``CoreV1Api`` for this server, for tests of calls the agent does not make."""

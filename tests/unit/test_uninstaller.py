@@ -47,7 +47,7 @@ class Clock:
 def _run(api: ApiServerEmulator, clock: Clock, timeout: float = 60) -> tuple[int, str]:
     out = io.StringIO()
     status = uninstall(
-        WorkloadCalls(api.api().api_client),
+        WorkloadCalls(api.api().configuration),
         namespace=NS,
         agents="pp",
         resets="pp-uninstall",

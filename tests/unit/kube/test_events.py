@@ -55,7 +55,7 @@ def api_at(port: int) -> CoreCalls:
     """The agent's API calls aimed at 127.0.0.1:``port`` (where nothing, or nothing useful, answers)."""
     configuration = client.Configuration()
     configuration.host = f"http://127.0.0.1:{port}"
-    return CoreCalls(client.ApiClient(configuration))
+    return CoreCalls(configuration)
 
 
 class TestPosting:

@@ -303,7 +303,7 @@ class TestLoadApi:
         cfg = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", "t")
         env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "6443", "KUBECONFIG": str(cfg)}
         api = load_api(None, environ=env, service_account_dir=tmp_path, home=tmp_path)
-        configuration = api.api_client.configuration
+        configuration = api.configuration
         assert ("https://127.0.0.1:6443", "bearer sa-token") == (
             configuration.host,
             configuration.api_key["BearerToken"],
@@ -316,7 +316,7 @@ class TestLoadApi:
         env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": "6443"}
         cfg = kubeconfig(tmp_path / "kc", "http://127.0.0.1:1", "t")
         api = load_api(str(cfg), environ=env, service_account_dir=tmp_path, home=tmp_path)
-        assert "http://127.0.0.1:1" == api.api_client.configuration.host
+        assert "http://127.0.0.1:1" == api.configuration.host
 
     def test_kubeconfig_file_reaches_the_server_with_its_token(
         self, tmp_path: Path, emulator: ApiServerEmulator

@@ -72,7 +72,7 @@ def config(**extra: Any) -> AgentConfig:
 
 def publisher(api: ApiServerEmulator, stop: threading.Event, cfg: AgentConfig, **kwargs: Any) -> NRTPublisher:
     made = NRTPublisher(
-        TopologyCalls(api.api().api_client), cfg.planner, cfg.nrt, node_name="node-1", stop=stop, **kwargs
+        TopologyCalls(api.api().configuration), cfg.planner, cfg.nrt, node_name="node-1", stop=stop, **kwargs
     )
     _MADE.append(made)
     return made
@@ -194,7 +194,9 @@ def _nfd_applies(api: ApiServerEmulator, available: str = "1") -> None:
     nfd = {k: v for k, v in body.items() if k in ("apiVersion", "kind", "zones", "attributes", "topologyPolicies")}
     nfd["metadata"] = {"name": "node-1"}
     nfd["zones"][0]["resources"][0]["available"] = available
-    TopologyCalls(api.api().api_client).apply_topology("node-1", nfd, field_manager="nfd-topology-updater", force=True)
+    TopologyCalls(api.api().configuration).apply_topology(
+        "node-1", nfd, field_manager="nfd-topology-updater", force=True
+    )
 
 
 def _managers(obj: dict[str, Any] | None) -> dict[str, list[str]]:
@@ -283,7 +285,7 @@ def test_an_object_older_podpin_wrote_is_podpins(api: ApiServerEmulator, stop: t
         occupancy=occupancy_of(topology, cfg.planner, old.snapshot()),
         attributes=attributes_of(cfg.planner),
     )
-    TopologyCalls(api.api().api_client).create_topology(body)
+    TopologyCalls(api.api().configuration).create_topology(body)
     pub = publisher(api, stop, cfg)
     with capture_logs() as logs:
         pub.offer(planner.snapshot(), topology)

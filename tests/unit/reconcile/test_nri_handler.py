@@ -1,68 +1,107 @@
-"""The NRI hand-off: the plugin thread's calls become requests for the loop, answered through a one-shot reply."""
+"""The agent's NRI calls: each handler call runs on the loop and is waited for once, under the plugin's budget."""
 
 from __future__ import annotations
 
+import queue
 import threading
-
-import pytest
-from structlog.testing import capture_logs
+import time
 
 from agent.cpuset import CPUSet
-from agent.nri.model import Container, ContainerAdjustment, CreateResult, PodSandbox
-from agent.nri.report import NRIMethod
-from agent.reconcile.nri_handler import NRIHandoff, NRIInputError, NRIRequest, Reply
+from agent.nri import ContainerAdjustment, CreateResult, Job, Later, WorkStatus
+from agent.reconcile.nri_handler import MAX_PENDING, LoopCalls, NRIInputError
 
-POD = PodSandbox(id="s" * 64, uid="0c9e8a54-52d4-4c1e-8f61-3b7a9e2d4c11", namespace="default", name="web")
-APP = Container(id="c" * 64, pod_sandbox_id="s" * 64, name="app")
+ANSWER = CreateResult(adjustment=ContainerAdjustment(cpuset_cpus=CPUSet.parse("1,17")))
 
 
-def test_reply_keeps_the_first_answer() -> None:
-    """A reply answered twice keeps the first value; waiting on an answered reply returns it at once."""
-    reply = Reply()
-    reply.give(None)
-    reply.give(CreateResult())
-    assert (True, None) == reply.wait(0.0)
+class _Loop:
+    """A loop thread that takes queued jobs and runs them, as the agent's loop does (``Agent._handle``)."""
+
+    def __init__(self) -> None:
+        self.jobs: queue.Queue[Job | None] = queue.Queue()
+        self.late: list[Job] = []
+        self.threads: list[str] = []
+        self.calls = LoopCalls(self.jobs.put, self.late.append)
+        self._thread = threading.Thread(target=self._run, name="loop", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            self.calls.run(job)
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+        self._thread.join(5)
 
 
-def test_create_is_answered_by_the_loop() -> None:
-    """CreateContainer becomes one request naming the pod and the container; the loop's answer is returned."""
-    seen: list[NRIRequest] = []
-    answer = CreateResult(adjustment=ContainerAdjustment(cpuset_cpus=CPUSet.parse("1,17")))
+def test_a_call_runs_on_the_loop_thread_and_its_answer_is_returned() -> None:
+    """The call runs on the loop's thread (one hop from the caller's), and the caller gets its value."""
+    loop = _Loop()
+    ran_on: list[str] = []
 
-    def loop(request: NRIRequest, reply: Reply) -> None:
-        seen.append(request)
-        threading.Thread(target=reply.give, args=(answer,)).start()
+    def answer() -> CreateResult:
+        ran_on.append(threading.current_thread().name)
+        return ANSWER
 
-    result = NRIHandoff(loop, wait=1.0).create_container(POD, APP)
-    assert ([NRIRequest(method=NRIMethod.CREATE_CONTAINER, pod=POD, container=APP)], answer) == (seen, result)
-
-
-def test_busy_loop_gives_no_adjustment_and_says_so() -> None:
-    """No answer within the wait: an empty answer (the runtime proceeds) and a warning naming pod and container."""
-    with capture_logs() as logs:
-        result = NRIHandoff(lambda _request, _reply: None, wait=0.01).create_container(POD, APP)
-    busy = [(e["method"], e["pod"], e["container"]) for e in logs if e["event"] == "nri.loop_busy"]
-    assert (CreateResult(), [(NRIMethod.CREATE_CONTAINER, "default/web", "app")]) == (result, busy)
+    result = loop.calls.call(answer, 1.0)
+    loop.stop()
+    assert (WorkStatus.OK, ANSWER, ["loop"]) == (result.kind, result.value, ran_on)
 
 
-def test_input_error_reaches_the_plugin() -> None:
-    """An input error from the loop is raised, so the plugin answers empty and reports an error outcome."""
+def test_an_input_error_is_the_callers_error() -> None:
+    """What the loop's call raises comes back as an error result (the plugin answers empty and reports it)."""
+    loop = _Loop()
 
-    def loop(_request: NRIRequest, reply: Reply) -> None:
-        reply.give(NRIInputError("pod default/web: uid: bad"))
+    def refuse() -> None:
+        raise NRIInputError("pod default/web: uid: bad")
 
-    with pytest.raises(NRIInputError) as raised:
-        NRIHandoff(loop, wait=1.0).run_pod_sandbox(POD)
-    assert "pod default/web: uid: bad" == str(raised.value)
+    result = loop.calls.call(refuse, 1.0)
+    loop.stop()
+    assert (WorkStatus.ERROR, "pod default/web: uid: bad") == (result.kind, str(result.error))
 
 
-def test_removals_are_not_waited_for_and_stops_are_not_sent() -> None:
-    """RemoveContainer and RemovePodSandbox are queued without waiting; StopContainer and StopPodSandbox change
-    nothing (CPUs are released when the pod is gone from the API)."""
-    seen: list[NRIMethod] = []
-    handoff = NRIHandoff(lambda request, _reply: seen.append(request.method), wait=5.0)
-    handoff.stop_pod_sandbox(POD)
-    stopped = handoff.stop_container(POD, APP)
-    handoff.remove_container(POD, APP)
-    handoff.remove_pod_sandbox(POD)
-    assert ((), [NRIMethod.REMOVE_CONTAINER, NRIMethod.REMOVE_POD_SANDBOX]) == (stopped, seen)
+def test_a_busy_loop_times_out_once_and_the_late_answer_is_reported() -> None:
+    """A loop that does not answer within the budget: one timeout for the caller; the answer, when it comes, is
+    reported late (the plugin counts it) instead of being lost."""
+    loop = _Loop()
+    gate = threading.Event()
+    started = time.monotonic()
+    result = loop.calls.call(lambda: gate.wait(5) and ANSWER, 0.05)
+    waited = time.monotonic() - started
+    gate.set()
+    loop.stop()
+    assert (WorkStatus.TIMEOUT, True, 1) == (result.kind, waited < 1.0, len(loop.late))
+
+
+def test_a_parked_call_is_answered_later_through_later() -> None:
+    """A call that raises ``Later`` leaves the caller waiting; ``give`` answers it; a second answer is ignored."""
+    loop = _Loop()
+    parked: list[Later] = []
+
+    def park() -> CreateResult:
+        later = Later()
+        parked.append(later)
+        raise later
+
+    def answer_soon() -> None:
+        while not parked:
+            time.sleep(0.001)
+        time.sleep(0.02)
+        parked[0].give(ANSWER)
+        parked[0].give(CreateResult())
+
+    threading.Thread(target=answer_soon, daemon=True).start()
+    result = loop.calls.call(park, 2.0)
+    loop.stop()
+    assert (WorkStatus.OK, ANSWER, True) == (result.kind, result.value, parked[0].answered)
+
+
+def test_calls_beyond_the_bound_are_refused_at_once() -> None:
+    """With MAX_PENDING calls not yet taken by the loop, the next one is refused (busy) without waiting."""
+    held: queue.Queue[Job] = queue.Queue()
+    calls = LoopCalls(held.put, lambda _job: None)
+    cancel = threading.Event()
+    cancel.set()  # each caller stops waiting at once; its job stays queued for the loop
+    for _ in range(MAX_PENDING):
+        calls.call(lambda: None, 1.0, cancel=cancel)
+    refused = calls.call(lambda: None, 1.0)
+    assert (WorkStatus.BUSY, MAX_PENDING) == (refused.kind, held.qsize())

@@ -27,7 +27,7 @@ def api() -> Iterator[ApiServerEmulator]:
 
 
 def calls(api: ApiServerEmulator) -> TopologyCalls:
-    return TopologyCalls(api.api().api_client)
+    return TopologyCalls(api.api().configuration)
 
 
 def body(name: str = "n1", available: str = "4") -> dict[str, Any]:
