@@ -70,6 +70,7 @@ from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Job, Report
 from agent.nrt.publisher import nrt_publisher_for
 from agent.reconcile import Reconciler, Reporter
 from agent.reconcile.devices import device_gate_for
+from agent.reconcile.loop_events import CgroupChanged, LoopEvent, NRICall, PodsChanged, StopLoop
 from agent.reconcile.nri_desk import NRIDesk
 from agent.reconcile.nri_handler import LoopCalls
 from agent.render import plan_to_dict
@@ -217,7 +218,7 @@ class Agent:
         self.stop_event = threading.Event()
         #: Set by the loop after its first pass (the first pod list): the NRI plugin registers only then.
         self.planned = threading.Event()
-        self._queue: queue.Queue[tuple[str, Any, float]] = queue.Queue()
+        self._queue: queue.Queue[LoopEvent] = queue.Queue()
         self._heartbeat = time.monotonic()
         self._trimmed_sweeps = 0
         """The full passes completed when the heap was last trimmed (``agent/footprint.py``)."""
@@ -356,10 +357,10 @@ class Agent:
 
     # -- callbacks from other threads ------------------------------------------------------------
     def _on_pods(self, event: PodEvent) -> None:
-        self._queue.put(("pods", event, time.monotonic()))
+        self._queue.put(PodsChanged(event, time.monotonic()))
 
     def _on_cgroup(self, event: WatchEvent) -> None:
-        self._queue.put(("cgroup", event, time.monotonic()))
+        self._queue.put(CgroupChanged(event, time.monotonic()))
 
     def _source_backoff(self, stop: threading.Event, delay: float) -> None:
         """The API source waits only after a failed list or watch: count the failure, then wait (or stop)."""
@@ -431,15 +432,13 @@ class Agent:
         thread.start()
         self._threads.append(thread)
 
-    def _handle(self, item: tuple[str, Any, float]) -> None:
-        kind, payload, at = item
-        if kind == "pods":
-            self.reconciler.on_pods(payload)
-        elif kind == "cgroup":
-            self.reconciler.on_cgroup(payload, at)
-        elif kind == "nri":
-            calls, job = payload
-            calls.run(job)  # the desk's answer, on the loop (agent/reconcile/nri_handler.py)
+    def _handle(self, item: LoopEvent) -> None:
+        if isinstance(item, PodsChanged):
+            self.reconciler.on_pods(item.event)
+        elif isinstance(item, CgroupChanged):
+            self.reconciler.on_cgroup(item.event, item.at)
+        elif isinstance(item, NRICall):
+            item.calls.run(item.job)  # the desk's answer, on the loop (agent/reconcile/nri_handler.py)
 
     # -- NRI ------------------------------------------------------------------------------------
     def _nri_wanted(self) -> bool:
@@ -450,7 +449,7 @@ class Agent:
         calls: LoopCalls
 
         def submit(job: Job) -> None:
-            self._queue.put(("nri", (calls, job), time.monotonic()))
+            self._queue.put(NRICall(calls, job, time.monotonic()))
 
         calls = LoopCalls(submit, on_late)
         return calls
@@ -634,7 +633,7 @@ class Agent:
                 next_resync = now + period
                 self._check_cpus()
                 self.reconciler.request_full()
-            elif (item is None or item[0] == "stop") and not rechecked:
+            elif (item is None or isinstance(item, StopLoop)) and not rechecked:
                 swept = False
                 with guard(Stage.PASS, "sweep"):
                     swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
@@ -714,7 +713,7 @@ class Agent:
     def stop(self) -> None:
         """Ask the loop to end: set the stop event and wake the loop (it may be waiting up to a second)."""
         self.stop_event.set()
-        self._queue.put(("stop", None, time.monotonic()))
+        self._queue.put(StopLoop(time.monotonic()))
 
     def install_signal_handlers(self) -> None:
         """SIGTERM and SIGINT stop the loop (main thread only)."""
