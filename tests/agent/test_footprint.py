@@ -128,3 +128,31 @@ def test_podpin_run_in_a_cluster_loads_none_of_the_heavy_modules(tmp_path: Path)
     assert [] == json.loads(result.stdout.strip().splitlines()[-1])
     assert watched
     assert {f"bearer {TOKEN}"} == {r.authorization for r in watched}  # the in-cluster loader's spelling
+
+
+CLI_PROBE = """
+import contextlib, io, json, sys
+from agent.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+    main(sys.argv[1:])
+loaded = [m for m in ("agent.commands.simulate", "agent.sim", "agent.commands.plan", "matplotlib") if m in sys.modules]
+print(json.dumps({"loaded": loaded, "lists_simulate": "simulate" in out.getvalue()}))
+"""
+
+
+def test_podpin_run_imports_only_its_own_command() -> None:
+    """``podpin run`` builds only its own sub-command: the simulator and the other commands' modules stay out;
+    ``podpin --help`` still lists (and so loads) every command."""
+
+    def probe(*argv: str) -> dict[str, object]:
+        result = subprocess.run(
+            [sys.executable, "-c", CLI_PROBE, *argv], capture_output=True, text=True, check=True, cwd=REPO
+        )
+        answer: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
+        return answer
+
+    assert {"loaded": [], "lists_simulate": False} == probe("run", "--help")
+    assert {"loaded": ["agent.commands.simulate", "agent.sim", "agent.commands.plan"], "lists_simulate": True} == probe(
+        "--help"
+    )
