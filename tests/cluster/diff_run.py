@@ -48,6 +48,10 @@ METRICS = "127.0.0.1:9363"
 SETTLE_TIMEOUT = 420.0
 """How long a pod may take to run or be rejected (TCG: a container start is seconds to a minute)."""
 PODPIN_READY_TIMEOUT = 300.0
+READING_GAP = 2.0
+"""Seconds between two readings of the containers (a reading itself takes seconds in the TCG guest: a Python start)."""
+POLL = 2.0
+"""Seconds between two looks at the API while pods settle or go (a kubectl call on the host each)."""
 Sides = ("kubelet", "podpin")
 PHASES = {
     "kubelet": "the kubelet's restart with a run's configuration (or a scenario's restart step) until healthz is ok",
@@ -128,7 +132,7 @@ class DiffNode:
                 lambda: self._heartbeat() > before,
                 timeout=300,
                 logs=self.node.logs(),
-                every=2.0,
+                every=POLL,
             )
 
     def _heartbeat(self) -> str:
@@ -282,7 +286,7 @@ class DiffNode:
                 lambda name=name: diff_pods.settled(self._pod(scenario, name), side=side),  # type: ignore[misc]
                 timeout=SETTLE_TIMEOUT,
                 logs=self._logs(),
-                every=3.0,
+                every=POLL,
             )
 
     def _observe(self, scenario: Scenario, side: str) -> dict[tuple[str, str], Observation]:
@@ -294,7 +298,7 @@ class DiffNode:
             if current == previous:
                 return current
             previous = current
-            time.sleep(5)
+            time.sleep(READING_GAP)
             pods = [self._pod(scenario, pod["metadata"]["name"]) for pod in pods]
         raise ClusterError(f"{scenario.name} ({side}): the containers' CPUs did not settle in four readings")
 
@@ -332,7 +336,7 @@ class DiffNode:
             lambda: not any(self.plane.admin.json("get", "pods", "-A")["items"]),
             timeout=300,
             logs=self._logs(),
-            every=3.0,
+            every=POLL,
         )
 
     def _stop_podpin(self, config: Path, state_dir: str) -> None:

@@ -34,6 +34,15 @@ POD_SUBNET = "10.88.0.0/16"
 _SYS_INIT_MODULE = 175
 """init_module(2) on x86_64."""
 WRITABLE = (Path("/var/lib"), Path("/var/log"), Path("/etc/cni"))
+INIT_NEW_ROOT = "/newroot"
+"""Where the VM's init (tests/vm/vm-setup.sh) mounts the host's root before it chroots into it."""
+CONTAINERD_BASE = Path("/run/ctrd")
+"""containerd's images and snapshots on the guest's plain tmpfs ``/run`` (``/tmp`` is an overlay, which overlayfs
+refuses as an upper layer)."""
+SNAPSHOTTER = "overlayfs"
+"""Not ``native``: it copies the whole image for each container, which took 15-95 s per podpin container under TCG
+and filled the guest's tmpfs (``no space left on device`` on the uninstall hook's containers, which then stayed in
+ContainerCreating while the kubelet retried)."""
 
 
 def _run(*argv: str, timeout: float = 120.0) -> str:
@@ -51,6 +60,24 @@ def make_writable(path: Path) -> None:
     if not path.exists():
         raise RuntimeError(f"{path} does not exist on the host's root: cannot overlay it")
     _run("mount", "-t", "overlay", "overlay", "-o", f"lowerdir={path},upperdir={base}/u,workdir={base}/w", str(path))
+
+
+def root_over_rootfs() -> None:
+    """Move the guest's root (the host's ``/`` over 9p, chroot'ed into by the VM's init from its initramfs) on top of
+    the initramfs's own root, as ``switch_root`` does.
+
+    Why: the kernel puts a process that joins a mount namespace (``setns``, as ``runc exec`` does for ``kubectl
+    exec``) at the topmost mount on that namespace's very first root. Under the init's plain ``chroot`` that is the
+    initramfs, and ``runc``'s ``pivot_root`` attaches a container's root where the chroot's root was mounted
+    (``/newroot``), not there: every exec'd process landed in the initramfs (its ``/proc`` the init's, ``/proc/1``
+    the VM's init) instead of its container. Moved onto ``/``, a container's root ends up on top of the initramfs's
+    root, where ``setns`` finds it. PID 1 keeps the initramfs as its own root (it only powers off). Done before
+    containerd starts: the kernel refuses to move a tree holding network namespace mounts (``/run/netns``). The move
+    runs chroot'ed into the init's root (``/proc/1/root``) with the initramfs's busybox, as ``switch_root`` would:
+    moving ``/`` from inside the chroot fails with ELOOP."""
+    if not Path(f"/proc/1/root{INIT_NEW_ROOT}").is_dir():
+        raise RuntimeError(f"the VM's init has no {INIT_NEW_ROOT}: tests/vm/vm-setup.sh's init changed")
+    _run("chroot", "/proc/1/root", "/bin/mount", "-o", "move", INIT_NEW_ROOT, "/")
 
 
 def insmod(module: Path) -> None:
@@ -138,11 +165,17 @@ def main(config_path: str) -> int:
     config = json.loads(Path(config_path).read_text())
     shared = Path(config["shared"])
     vm_dir = Path(config["vm_dir"])
+    root_over_rootfs()
     for path in WRITABLE:
         make_writable(path)
     network(Path(config["modules"]), config["node_ip"], config["gateway"])
     containerd = Containerd(
-        ContainerdConfig(runtime_bin=runtime_bin(vm_dir), nri=config.get("nri", True)),
+        ContainerdConfig(
+            runtime_bin=runtime_bin(vm_dir),
+            nri=config.get("nri", True),
+            base=CONTAINERD_BASE,
+            snapshotter=SNAPSHOTTER,
+        ),
         log_path=shared / "containerd.log",
         start_timeout=300.0,
     )
@@ -157,7 +190,7 @@ def main(config_path: str) -> int:
     containerd.start()
     containerd.import_images(vm_dir / "runtime" / "busybox")
     for tarball in config.get("images", []):
-        containerd.ctr("images", "import", "--snapshotter", "native", tarball, timeout=900)
+        containerd.ctr("images", "import", "--snapshotter", SNAPSHOTTER, tarball, timeout=900)
     (shared / "images.txt").write_text(containerd.ctr("images", "list", "--quiet"))
     kubelet_config = shared / "kubelet-config.json"
     kubelet = Background(

@@ -54,11 +54,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.cluster_deploy]
 REPO = Path(__file__).resolve().parents[2]
 PODPIN = REPO / ".venv" / "bin" / "podpin"
 GUEST_PYTHON = REPO / ".venv" / "bin" / "python"
-"""The guest's root is the host's (read-only): the project's own programs run there as on the host.
-
-Nothing here goes through ``kubectl exec``: on this node an exec'd process runs in the guest's own namespaces (its
-``/proc/1`` is the VM's init, its root the guest's), not the container's, so what it reads would not be the
-container's. The guest's command channel reads the kernel's files instead."""
+"""The guest's root is the host's (read-only): the project's own programs run there as on the host, and the guest's
+command channel reads the kernel's files as the node's root sees them (outside every container)."""
 REPOSITORY = "ghcr.io/podpin/podpin"
 """The release's repository: the plain manifests name it too, so both run the archive's image once it is tagged."""
 NAMESPACE = "podpin-system"

@@ -37,7 +37,8 @@ def test_kubelet_registers_ready(cluster: tuple[ControlPlane, GuestNode], k8s_ve
 
 
 def test_pod_runs_and_kubectl_reaches_the_kubelet(cluster: tuple[ControlPlane, GuestNode]) -> None:
-    """A pod on the CNI bridge runs; `kubectl logs` and `exec` work through the egress proxy, nothing refused."""
+    """A pod on the CNI bridge runs; `kubectl logs` and `exec` work through the egress proxy, nothing refused; the
+    exec'd process runs in the container (its mount and PID namespaces)."""
     plane, node = cluster
     plane.admin.run("apply", "-f", "-", stdin=json.dumps(PROBE_POD))
     wait_for(
@@ -51,8 +52,10 @@ def test_pod_runs_and_kubectl_reaches_the_kubelet(cluster: tuple[ControlPlane, G
     assert pod["status"]["podIP"].startswith("10.88."), pod["status"]
     logs = plane.admin.run("logs", "probe").stdout
     assert FIRST_VIEW_PREFIX in logs, logs
-    status = plane.admin.run("exec", "probe", "--", "cat", "/proc/self/status").stdout
-    assert "Cpus_allowed_list" in status
+    # In the container: its image's /etc/passwd and its own PID 1 (the probe's sleep), not the guest's or the VM
+    # init's (which is where an exec'd process landed while the guest's root was only chroot'ed into).
+    inside = plane.admin.run("exec", "probe", "--", "cat", "/etc/passwd", "/proc/1/cmdline").stdout
+    assert "root:x:0:0:root:/:/bin/sh\n/bin/sleep\x002147483647\x00" == inside
     assert plane.proxy is not None
     assert plane.proxy.connects >= 2, tail(plane.workdir / "kube-apiserver.log")
     assert [] == plane.proxy.refused

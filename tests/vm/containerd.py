@@ -78,6 +78,10 @@ class ContainerdConfig:
     """The configuration's version: 2 (containerd 1.7) or 3 (2.x: the CRI plugin split into images and runtime)."""
     nri_request_timeout: str | None = None
     """NRI's ``plugin_request_timeout`` (None: the runtime's default, 2 s)."""
+    snapshotter: str = "native"
+    """The CRI's (and the imports') snapshotter. ``native`` works on the guest's ``/tmp`` (itself an overlay, which
+    overlayfs cannot use as an upper layer) but copies the whole image for every container; ``overlayfs`` needs
+    ``base`` on a plain tmpfs (the guest's ``/run``) and shares the image's layers."""
 
     @property
     def address(self) -> Path:
@@ -119,7 +123,7 @@ class ContainerdConfig:
 
     def _cri_v3(self) -> list[str]:
         """containerd 2.x: images (snapshotter, the pinned sandbox image) and runtime (runc, CNI) are two plugins;
-        the transfer service unpacks imports into the native snapshotter."""
+        the transfer service unpacks imports into the configured snapshotter."""
         q = _toml_string
         images, runtime = 'plugins."io.containerd.cri.v1.images"', 'plugins."io.containerd.cri.v1.runtime"'
         transfer = 'plugins."io.containerd.transfer.v1.local"'
@@ -134,9 +138,9 @@ class ContainerdConfig:
             f"[{transfer}]",
             f"  [[{transfer}.unpack_config]]",
             '    platform = "linux/amd64"',
-            '    snapshotter = "native"',
+            f"    snapshotter = {q(self.snapshotter)}",
             f"[{images}]",
-            '  snapshotter = "native"',
+            f"  snapshotter = {q(self.snapshotter)}",
             f"  [{images}.pinned_images]",
             f"    sandbox = {q(self.sandbox_image)}",
             f"[{runtime}]",
@@ -161,7 +165,7 @@ class ContainerdConfig:
             f"[{cri}]",
             f"  sandbox_image = {q(self.sandbox_image)}",
             f"  [{cri}.containerd]",
-            '    snapshotter = "native"',
+            f"    snapshotter = {q(self.snapshotter)}",
             '    default_runtime_name = "runc"',
             f"    [{cri}.containerd.runtimes.runc]",
             '      runtime_type = "io.containerd.runc.v2"',
@@ -273,7 +277,7 @@ class Containerd:
     def import_images(self, busybox: Path) -> list[str]:
         """Build the test images from ``busybox`` and import them; returns the references now known."""
         tarball = ociimage.write_image_tarball(busybox, self.config.base / "images.tar")
-        self.ctr("images", "import", "--snapshotter", "native", str(tarball))
+        self.ctr("images", "import", "--snapshotter", self.config.snapshotter, str(tarball))
         listed = self.ctr("images", "list", "--quiet").split()
         missing = [image.ref for image in ociimage.IMAGES if image.ref not in listed]
         if missing:

@@ -236,6 +236,24 @@ def test_status_writer_publishes_late_and_forgets_deleted_pods(tmp_path: Path) -
     assert ([f"containerd://{'a' * 64}"], False, [kept.uid]) == actual
 
 
+@pytest.mark.parametrize("version", [2, 3])
+def test_containerd_overlayfs_config(version: int) -> None:
+    """The real cluster's node (tests/cluster/guest_node.py): the CRI and the imports use the overlayfs snapshotter
+    under a root on the guest's plain tmpfs /run."""
+    config = tomllib.loads(
+        ContainerdConfig(
+            runtime_bin=Path("/r/bin"), base=Path("/run/ctrd"), snapshotter="overlayfs", version=version
+        ).toml()
+    )
+    plugins = config["plugins"]
+    if version == 2:
+        used = [plugins["io.containerd.grpc.v1.cri"]["containerd"]["snapshotter"]]
+    else:
+        unpack = plugins["io.containerd.transfer.v1.local"]["unpack_config"]
+        used = [plugins["io.containerd.cri.v1.images"]["snapshotter"], *(u["snapshotter"] for u in unpack)]
+    assert ("/run/ctrd/root", {"overlayfs"}) == (config["root"], set(used))
+
+
 def test_containerd_2_config() -> None:
     """containerd 2.x (version 3): the images plugin unpacks into native and pins the sandbox image, the runtime plugin
     runs the chosen runc with cgroupfs, CNI directories under /tmp, NRI's request timeout when given, a shim load
