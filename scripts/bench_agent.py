@@ -21,6 +21,11 @@ devices, the NRI plugin connected to the project's NRI runtime, and
 ``/metrics`` scraped every 15 s (the interference metrics and the affinity
 audit's figures are computed per scrape), as Prometheus would.
 
+The agent finds the API server as in a DaemonSet (``--auth in-cluster``, the default): a service account
+directory (token, CA) and ``KUBERNETES_SERVICE_HOST``/``_PORT``, the emulator serving HTTPS
+(``tests/support/incluster.py``). ``--auth kubeconfig`` gives it a kubeconfig file instead, which also loads
+the client's kubeconfig loader (requests, oauthlib, the ``ApiClient``: about 15 MiB).
+
 ``/state`` is read from its own address (``stateBindAddress``), as the agent
 serves it since the hardening work. ``--smoke`` samples for 2 s (CI,
 ``tests/unit/test_benches.py``); ``--record`` writes
@@ -34,7 +39,8 @@ environment::
     python3 -m venv /tmp/podpin-rt && /tmp/podpin-rt/bin/pip install -q .
     scripts/bench_agent.py --python /tmp/podpin-rt/bin/python
 
-Usage: ``scripts/bench_agent.py [--seconds 60] [--python PATH] [--nrt [--devices] | --all] [--json] [--smoke]``.
+Usage: ``scripts/bench_agent.py [--seconds 60] [--python PATH] [--nrt [--devices] | --all]
+[--auth in-cluster|kubeconfig] [--json] [--smoke]``.
 """
 
 from __future__ import annotations
