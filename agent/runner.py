@@ -73,6 +73,7 @@ from agent.reconcile.devices import device_gate_for
 from agent.reconcile.loop_events import CgroupChanged, LoopEvent, NRICall, PodsChanged, StopLoop
 from agent.reconcile.nri_desk import NRIDesk
 from agent.reconcile.nri_handler import LoopCalls
+from agent.reconcile.schedule import LoopSchedule, LoopStep
 from agent.render import plan_to_dict
 from agent.runtime import BundleReader
 from agent.server import AgentServer, BindError, StateServer
@@ -592,19 +593,18 @@ class Agent:
         self.metrics.config_restart_needed.set(1 if self.config_follower.pending_restart else 0)
 
     def _loop(self) -> int:
-        period = self.config.reconcile_period
         started = time.monotonic()
-        next_resync = started + period
+        schedule = LoopSchedule.starting(started, self.config.reconcile_period)  # agent/reconcile/schedule.py
         while not self.stop_event.is_set():
+            period = schedule.period
             if self.options.once and self.reconciler.passes == 0 and time.monotonic() - started > 3 * period:
                 self.failure = f"no pod list from the pod source within {3 * period:g}s (3 x reconcilePeriod)"
                 return 2
             recheck_at = self.reconciler.next_recheck()  # a container bundle to read again soon
-            wake = next_resync if recheck_at is None else min(next_resync, recheck_at)
             nri_due = self.nri_desk.next_deadline()  # an NRI request waiting for its pod
-            wake = wake if nri_due is None else min(wake, nri_due)
-            # A full pass left unfinished for targeted work: look at the queue, do not wait on it.
-            timeout = 0.0 if self.reconciler.sweeping else max(0.0, min(1.0, wake - time.monotonic()))
+            timeout = schedule.wait(
+                time.monotonic(), recheck_at=recheck_at, nri_due=nri_due, sweeping=self.reconciler.sweeping
+            )
             try:
                 item = self._queue.get(timeout=timeout)
             except queue.Empty:
@@ -626,14 +626,14 @@ class Agent:
             with guard(Stage.PASS, "recheck"):
                 self.nri_desk.revisit(now)
                 rechecked = self.reconciler.recheck(now)
-            if now >= next_resync:
+            step = schedule.step(now, targeted=not (item is None or isinstance(item, StopLoop)) or rechecked)
+            if step is LoopStep.RESYNC:
                 if not self.options.once:
                     self._follow_config()
-                    period = self.config.reconcile_period
-                next_resync = now + period
+                    schedule.resynced(now, self.config.reconcile_period)
                 self._check_cpus()
                 self.reconciler.request_full()
-            elif (item is None or isinstance(item, StopLoop)) and not rechecked:
+            elif step is LoopStep.SWEEP:
                 swept = False
                 with guard(Stage.PASS, "sweep"):
                     swept = not self.stop_event.is_set() and self.reconciler.sweep(self.work_waiting)
