@@ -551,7 +551,7 @@ class Agent:
             online = CPUSet.parse((self.options.sysfs_root / "devices/system/cpu/online").read_text())
         except (OSError, CPUSetError):
             return
-        if online == self.reconciler.planner.topology.online_cpus:
+        if online == self.reconciler.topology.online_cpus:
             return
         try:
             topology = load_topology(None, self.options.sysfs_root)
@@ -630,10 +630,7 @@ class Agent:
             self.log.warning("config.invalid", error=change.error, keeps="the configuration the agent runs with")
             return
         self.config = self.config_follower.current.config
-        if self.reconciler.audit is not None:
-            self.reconciler.audit.period = self.config.reconcile_period
-        if self.reconciler.devices is not None:
-            self.reconciler.devices.timeout = self.config.device_wait_timeout
+        self.reconciler.retune(audit_period=self.config.reconcile_period, device_wait=self.config.device_wait_timeout)
         if change.live:
             self.log.info("config.reloaded", keys=list(change.live))
         if change.restart:
