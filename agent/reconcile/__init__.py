@@ -21,6 +21,7 @@ from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import BadContainerID, Malformed, PodCache
 from agent.reconcile.reconciler import Pending, Reconciler
 from agent.reconcile.reporter import EventSink, Reporter
+from agent.reconcile.snapshot import Snapshot
 from agent.reconcile.sweep import QoSLevels, Sweep, SweepStep
 from agent.reconcile.targets import Target, pod_targets, qos_targets
 
@@ -40,6 +41,7 @@ __all__ = [
     "QoSLevels",
     "Reconciler",
     "Reporter",
+    "Snapshot",
     "StatusFeed",
     "Sweep",
     "SweepStep",

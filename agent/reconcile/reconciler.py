@@ -74,7 +74,6 @@ from agent.fault_boundary import FaultBoundary
 from agent.kube import PodEvent
 from agent.kube.node_identity import NodeIdentity, OwnerVerdict
 from agent.kubelet_state import KubeletCPUPolicy
-from agent.metrics import Snapshot
 from agent.pods import PodView
 from agent.reconcile.applier import Applier, Pending
 from agent.reconcile.claims import CgroupClaims
@@ -84,6 +83,7 @@ from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
 from agent.reconcile.reporter import PodRef, Reporter
+from agent.reconcile.snapshot import Snapshot
 from agent.runtime import BundleReader, IdentityErrorReason
 from agent.state_store import StateStore
 from agent.topology import Topology
