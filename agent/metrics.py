@@ -10,7 +10,7 @@ Two kinds of metric live here, for two reasons (``docs/style.md``, "Logging and 
   type, CPU usage per pool) is a function of the node's allocations. Keeping it
   in gauges the reconciler sets would let a missed update show a stale value
   forever; instead :class:`PlanCollector` computes every family from the latest
-  :class:`Snapshot` at scrape time, so nothing carries over from one scrape to
+  pass (:class:`PassView`: the reconciler's snapshot) at scrape time, so nothing carries over from one scrape to
   the next and a pod that is gone simply has no series.
 
 Each :class:`AgentMetrics` owns a fresh ``CollectorRegistry`` (never the global
@@ -29,6 +29,7 @@ import platform
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -52,8 +53,8 @@ from agent.topology import Topology
 
 __all__ = [
     "AgentMetrics",
+    "PassView",
     "PlanCollector",
-    "Snapshot",
     "UsageKey",
     "POD_STATES",
     "USAGE_POOLS",
@@ -133,25 +134,30 @@ PIN_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 RECONCILE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Snapshot:
-    """What the reconciler saw and decided on its latest pass; the scrape-time metrics read only this.
+class PassView(Protocol):
+    """What the scrape-time collectors read of the reconciler's latest pass.
 
-    The reconciler builds a new one after every pass and replaces a reference
-    (one attribute assignment, atomic in CPython), so a scrape from the server
+    The reconciler's ``Snapshot`` (``agent/reconcile/snapshot.py``) is the one value of this shape: it lives beside
+    the reconciler, which makes it, and this layer, below the reconciler, names only the four fields it reads. The
+    reconciler replaces its snapshot by one attribute assignment after every pass, so a scrape from the server
     thread never sees half a pass.
-
-    Attributes:
-        state: the planner's node state after the pass.
-        plan: the plan the pass applied (every pod bound to the node).
-        topology: the machine, for per-NUMA-node counts.
-        usage: CPU seconds consumed per ``(pool, namespace, pod)``, from ``cpu.stat``.
     """
 
-    state: NodeState
-    plan: Plan
-    topology: Topology
-    usage: Mapping[UsageKey, float]
+    @property
+    def state(self) -> NodeState:
+        """The planner's node state after the pass."""
+
+    @property
+    def plan(self) -> Plan:
+        """The plan the pass applied (every pod bound to the node)."""
+
+    @property
+    def topology(self) -> Topology:
+        """The machine, for per-NUMA-node counts."""
+
+    @property
+    def usage(self) -> Mapping[UsageKey, float]:
+        """CPU seconds consumed per ``(pool, namespace, pod)``, from ``cpu.stat``."""
 
 
 def _pod_shared_pool(pod: PodPlan) -> CPUSet:
@@ -253,13 +259,13 @@ class _Families:
 
 
 class PlanCollector:
-    """Computes the state metrics from the latest :class:`Snapshot` on every scrape.
+    """Computes the state metrics from the latest pass (:class:`PassView`) on every scrape.
 
     The callable returns None until the reconciler's first pass; then the
     collector yields nothing, because a zero pool size would be a lie.
     """
 
-    def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
+    def __init__(self, snapshot: Callable[[], PassView | None]) -> None:
         """Keep the snapshot source.
 
         Args:
@@ -285,7 +291,7 @@ class PlanCollector:
         yield from families.all()
 
     @staticmethod
-    def _pools(snapshot: Snapshot, families: _Families) -> None:
+    def _pools(snapshot: PassView, families: _Families) -> None:
         """Pool sizes from the state, the planner's truth, as one partition of the online CPUs.
 
         Exclusive CPUs are those of exclusive containers only: a pod bubble's
@@ -397,11 +403,11 @@ class AgentMetrics:
             ``PodpinStaleAllocation`` Warning Event.
     """
 
-    def __init__(self, snapshot: Callable[[], Snapshot | None]) -> None:
+    def __init__(self, snapshot: Callable[[], PassView | None]) -> None:
         """Build a fresh registry with the process collector, the plan collector and the event metrics.
 
         Args:
-            snapshot: returns the reconciler's latest :class:`Snapshot` (None before its first pass).
+            snapshot: returns the reconciler's latest snapshot (:class:`PassView`; None before its first pass).
         """
         # No ``_created`` series: one more series per counter child, a timestamp Prometheus does not need (the
         # counters start at 0 with the agent) and dashboards never read.

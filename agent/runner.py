@@ -1,6 +1,7 @@
 """``podpin run``: wiring the agent together and running its loop (the imperative shell).
 
-Start-up, in order, each failure being one line and a non-zero exit:
+Building an :class:`Agent` reads nothing; :meth:`Agent.prepare` does the start-up, in order, each failure being
+one line and a non-zero exit:
 configuration (with flag overrides), node name, topology from sysfs, the cgroup
 v2 layout (cgroup v1 is refused), the state directory (a symlink is refused;
 temp files a crash left are removed), the checkpoint (missing, corrupt or not
@@ -67,7 +68,7 @@ from agent.kubelet_state import KubeletPolicyReader
 from agent.metrics import AgentMetrics
 from agent.node_config import KubeletRefusalError, LabelReader, NodeConfig, node_config
 from agent.nri import CallOutcome, ConnectionEvent, ConnectionKind, Job, Report
-from agent.nrt.publisher import nrt_publisher_for
+from agent.nrt.publisher import NRTPublisher, nrt_publisher_for
 from agent.reconcile import Reconciler, Reporter
 from agent.reconcile.devices import device_gate_for
 from agent.reconcile.loop_events import CgroupChanged, LoopEvent, NRICall, PodsChanged, StopLoop
@@ -180,7 +181,32 @@ def _node_identity(api: Any, node: str | None) -> NodeIdentity | None:
 
 
 class Agent:
-    """The running agent: owns every thread and the single reconcile loop."""
+    """The running agent: owns every thread and the single reconcile loop.
+
+    Built in three steps, so that building one is free of effects: the constructor only keeps its inputs and
+    makes the queue and events; :meth:`prepare` reads what the agent starts from (the configuration unless given,
+    the topology, the cgroup layout, the checkpoint, the pod source) and builds every part, raising
+    :class:`AgentError` for what ``podpin run`` reports as one line; :meth:`run` starts the threads and the loop.
+    """
+
+    # Built by :meth:`prepare` (each needs what it reads).
+    config: AgentConfig
+    config_follower: ConfigFollower
+    topology: Topology
+    layout: CgroupLayout
+    fs: CgroupFS
+    store: StateStore
+    metrics: AgentMetrics
+    recorder: EventRecorder | None
+    conditions: ConditionWriter | None
+    reporter: Reporter
+    reconciler: Reconciler
+    source: PodSource
+    nri_desk: NRIDesk
+    nrt: NRTPublisher | None
+    watcher: CgroupWatcher
+    server: AgentServer
+    state_server: StateServer | None
 
     def __init__(
         self,
@@ -190,32 +216,20 @@ class Agent:
         file_ops: FileOps | None = None,
         disk_ops: DiskOps | None = None,
     ) -> None:
-        """Prepare every part of the agent; nothing runs until :meth:`run`.
+        """Keep the inputs; read nothing, start nothing (:meth:`prepare` reads, :meth:`run` starts).
 
         Args:
             options: the ``podpin run`` flags.
-            configured: the API client and configuration :func:`configure` loaded (None: loaded here).
+            configured: the API client and configuration :func:`configure` loaded (None: loaded by :meth:`prepare`).
             file_ops: how cgroup files are read and written (tests pass a kernel emulation).
             disk_ops: how the checkpoint is written (tests pass one that fails).
-
-        Raises:
-            AgentError: an agent-level failure, as one line.
         """
         self.options = options
-        if configured is None:
-            configured = configure(options)
-        api, made = configured.api, configured.made
-        self.config = made.config
-        self.config_follower = ConfigFollower(
-            options.config,
-            made,
-            labels_of=configured.labels_of,
-            adjust=lambda config: with_flags(config, options),
-            clock=time.monotonic,
-        )
-        self.log = structlog.get_logger("podpin").bind(node=self.config.node_name)
-        for event, fields in made.events:
-            self._log_config_event(event, fields)
+        self._configured = configured
+        self._file_ops = file_ops
+        self._disk_ops = disk_ops
+        self._prepared = False
+        self.log = structlog.get_logger("podpin")
         self.stop_event = threading.Event()
         #: Set by the loop after its first pass (the first pod list): the NRI plugin registers only then.
         self.planned = threading.Event()
@@ -225,11 +239,44 @@ class Agent:
         """The full passes completed when the heap was last trimmed (``agent/footprint.py``)."""
         self._ready_reason = "starting: no pod list yet"
         self._threads: list[threading.Thread] = []
+        self._set_aside: list[str] = []
+        self.nri_plugin: Any = None
+        self._nri_synchronized = False
+        self.metrics_address: str | None = None
+        self.state_address: str | None = None
+        self.failure: str | None = None
+        self._lock: AgentLock | None = None
+
+    def prepare(self) -> None:
+        """Read what the agent starts from and build every part; nothing runs until :meth:`run`.
+
+        In the order of the module docstring: the configuration (unless given), the topology, the cgroup layout,
+        the state directory and checkpoint, the planner, the pod source, the HTTP servers' addresses. Called once
+        (:meth:`run` calls it when nobody did).
+
+        Raises:
+            AgentError: an agent-level failure, as one line.
+        """
+        if self._prepared:
+            return
+        options = self.options
+        configured = self._configured if self._configured is not None else configure(options)
+        api, made = configured.api, configured.made
+        self.config = made.config
+        self.config_follower = ConfigFollower(
+            options.config,
+            made,
+            labels_of=configured.labels_of,
+            adjust=lambda config: with_flags(config, options),
+            clock=time.monotonic,
+        )
+        self.log = self.log.bind(node=self.config.node_name)
+        for event, fields in made.events:
+            self._log_config_event(event, fields)
         self.topology = self._topology()
         self.layout = self._layout()
-        self.fs = CgroupFS(self.config.cgroup_root, file_ops)
-        self.store = StateStore(self.config.state_dir, disk_ops)
-        self._set_aside: list[str] = []
+        self.fs = CgroupFS(self.config.cgroup_root, self._file_ops)
+        self.store = StateStore(self.config.state_dir, self._disk_ops)
         planner, rebuild = self._planner()
         self.metrics = AgentMetrics(lambda: self.reconciler.snapshot)
         probe = PsutilProbe(self.options.proc_root)
@@ -269,8 +316,6 @@ class Agent:
             pod_wait=self.config.nri.pod_wait,
             pending=self.work_waiting,
         )
-        self.nri_plugin: Any = None
-        self._nri_synchronized = False
         self.nrt = nrt_publisher_for(
             self.config.planner,
             self.config.nrt,
@@ -298,10 +343,7 @@ class Agent:
             )
         except ValueError as err:  # a --metrics/state-bind-address the configuration file never validated
             raise AgentError(str(err)) from err
-        self.metrics_address: str | None = None
-        self.state_address: str | None = None
-        self.failure: str | None = None
-        self._lock: AgentLock | None = None
+        self._prepared = True
 
     # -- start-up pieces -----------------------------------------------------------------------
     def _topology(self) -> Topology:
@@ -509,7 +551,7 @@ class Agent:
             online = CPUSet.parse((self.options.sysfs_root / "devices/system/cpu/online").read_text())
         except (OSError, CPUSetError):
             return
-        if online == self.reconciler.planner.topology.online_cpus:
+        if online == self.reconciler.topology.online_cpus:
             return
         try:
             topology = load_topology(None, self.options.sysfs_root)
@@ -530,7 +572,13 @@ class Agent:
             self.log.warning("agent.lock_failed", state_dir=str(self.config.state_dir), error=str(err))
 
     def run(self) -> int:
-        """Run until stopped (or one pass with ``--once``); returns the exit status."""
+        """Run until stopped (or one pass with ``--once``); returns the exit status.
+
+        Raises:
+            AgentError: :meth:`prepare`'s failures (when it was not called before), the lock held by another
+                process, an address that cannot be bound.
+        """
+        self.prepare()
         self._take_lock()
         try:
             if not self.options.once:
@@ -582,10 +630,7 @@ class Agent:
             self.log.warning("config.invalid", error=change.error, keeps="the configuration the agent runs with")
             return
         self.config = self.config_follower.current.config
-        if self.reconciler.audit is not None:
-            self.reconciler.audit.period = self.config.reconcile_period
-        if self.reconciler.devices is not None:
-            self.reconciler.devices.timeout = self.config.device_wait_timeout
+        self.reconciler.retune(audit_period=self.config.reconcile_period, device_wait=self.config.device_wait_timeout)
         if change.live:
             self.log.info("config.reloaded", keys=list(change.live))
         if change.restart:

@@ -163,7 +163,7 @@ class StageTimer:
         }
         if named is not None:
             row["bundle"] = named[2] - named[1]
-        for stage, method in (("decide", "_decide"), ("plan", "_plan_for"), ("write", "_apply_targeted")):
+        for stage, method in (("decide", "decide"), ("plan", "plan_for"), ("write", "apply_targeted")):
             if method in inside:
                 row[stage] = inside[method][2] - inside[method][1]
         self.rows.append({k: v * 1000 for k, v in row.items()})
@@ -204,9 +204,9 @@ def measure(base: Path, args: argparse.Namespace) -> dict[str, Any]:
     for owner, name in (
         (agent.reconciler, "on_cgroup"),
         (agent.reconciler, "run_pass"),
-        (agent.reconciler, "_decide"),
-        (agent.reconciler, "_plan_for"),
-        (agent.reconciler, "_apply_targeted"),
+        (agent.reconciler.decider, "decide"),
+        (agent.reconciler.decider, "plan_for"),
+        (agent.reconciler.applier, "apply_targeted"),
         (agent.reconciler.namer, "identify"),
     ):
         if owner is not None:

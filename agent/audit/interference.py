@@ -32,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from agent.alloc import Pool
 from agent.audit.probe import NodeProbe
-from agent.metrics import Snapshot
+from agent.metrics import PassView
 
 __all__ = ["INTERFERENCE_MODES", "InterferenceCollector"]
 
@@ -58,7 +58,7 @@ def _families() -> tuple[CounterMetricFamily, GaugeMetricFamily]:
 class InterferenceCollector:
     """Yields the interference and owner families for the exclusive CPUs of the latest snapshot."""
 
-    def __init__(self, snapshot: Callable[[], Snapshot | None], probe: NodeProbe) -> None:
+    def __init__(self, snapshot: Callable[[], PassView | None], probe: NodeProbe) -> None:
         self._snapshot = snapshot
         self._probe = probe
 

@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     tune_malloc()  # before any thread starts (agent/footprint.py)
     try:
         agent = Agent(options, configured=configured)
+        agent.prepare()  # topology, cgroup layout, checkpoint, pod source, addresses
     except AgentError as err:
         print(f"podpin run: {err}", file=sys.stderr)
         return 2

@@ -1,9 +1,11 @@
 """The reconciler: pods in, planner decisions, cgroup values out, one pass at a time.
 
 :class:`Reconciler` (:mod:`.reconciler`) runs a pass: it reads the pods the
-sources reported (:class:`PodCache`, :mod:`.pods`), asks the planner, turns the
-plan into cgroup targets (:mod:`.targets`) and writes them, a full pass as a
-:class:`Sweep` of steps (:mod:`.sweep`); :class:`Reporter`
+sources reported (:class:`PodCache`, :mod:`.pods`), has its deciding half
+(:class:`Decider`, :mod:`.decider`, no I/O) ask the planner, and its applying
+half (:class:`Applier`, :mod:`.applier`) turn the plan into cgroup targets
+(:mod:`.targets`) and write them, a full pass as a :class:`Sweep` of steps
+(:mod:`.sweep`); :class:`Reporter`
 (:mod:`.reporter`) turns decisions and write results into log lines, metrics and
 Events. Who each container cgroup is comes from one :class:`IdentityBook`
 (:mod:`.identity`), fed by the pod statuses, the runtime's bundles
@@ -12,18 +14,24 @@ CPU: the planner does. Importing it loads the Kubernetes client through
 :mod:`agent.kube`, so only ``podpin run`` imports it.
 """
 
+from agent.reconcile.applier import Applier
+from agent.reconcile.decider import Decided, Decider
 from agent.reconcile.identity import PRECEDENCE, Identity, IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import BadContainerID, Malformed, PodCache
 from agent.reconcile.reconciler import Pending, Reconciler
 from agent.reconcile.reporter import EventSink, Reporter
+from agent.reconcile.snapshot import Snapshot
 from agent.reconcile.sweep import QoSLevels, Sweep, SweepStep
 from agent.reconcile.targets import Target, pod_targets, qos_targets
 
 __all__ = [
     "PRECEDENCE",
+    "Applier",
     "BadContainerID",
     "BundleNamer",
+    "Decided",
+    "Decider",
     "EventSink",
     "Identity",
     "IdentityBook",
@@ -33,6 +41,7 @@ __all__ = [
     "QoSLevels",
     "Reconciler",
     "Reporter",
+    "Snapshot",
     "StatusFeed",
     "Sweep",
     "SweepStep",

@@ -55,7 +55,9 @@ def _agent(node: AgentNode, disk: DiskOps | None = None, **changes: Any) -> Agen
     """An in-process agent over the kernel emulation, writing its checkpoint through ``disk`` when given."""
     if disk is None:
         return node.agent(**changes)
-    return Agent(node.options(**changes), file_ops=node.tree.ops(), disk_ops=disk)
+    agent = Agent(node.options(**changes), file_ops=node.tree.ops(), disk_ops=disk)
+    agent.prepare()
+    return agent
 
 
 def _uids(node: AgentNode) -> set[str]:

@@ -51,7 +51,7 @@ def _known(agent: Agent, uid: str) -> bool:
     reconciler = agent.reconciler
     plan = reconciler.plan
     planned = plan is not None and any(p.uid == uid for p in plan.pods)
-    return planned or uid in reconciler._rejected_at or uid in agent.reporter._malformed
+    return planned or reconciler.decider.rejected(uid) or uid in agent.reporter._malformed
 
 
 def _all_known(agent: Agent, uids: set[str]) -> bool:
@@ -77,14 +77,14 @@ def _per_pod(agent: Agent, uids: set[str], names: set[str]) -> dict[str, int]:
 
     samples = [s for family in agent.metrics.registry.collect() for s in family.samples]
     return {
-        "reconciler._observations": len(r._observations),
-        "reconciler._decisions": len(r._decisions),
-        "reconciler._rejected_at": len(r._rejected_at),
+        "decider._observations": len(r.decider._observations),
+        "decider._decisions": len(r.decider._decisions),
+        "decider._rejected_at": len(r.decider._rejected_at),
         "reconciler._new_cgroups": len(r._new_cgroups),
-        "reconciler._pending": len(r._pending),
-        "reconciler._applied": about(path for path, _ in r._applied),
-        "reconciler._controllers": about(r._controllers),
-        "reconciler._usage": about(r._usage),
+        "applier._pending": len(r.applier._pending),
+        "applier._applied": about(path for path, _ in r.applier._applied),
+        "applier._controllers": about(r.applier._controllers),
+        "applier._usage": about(r.applier.usage),
         "claims._holders": len(r._claims._holders),
         "statuses._fed": len(r._statuses._fed),
         "identities._entries": sum(len(entries) for entries in identities._entries.values()),

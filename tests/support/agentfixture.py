@@ -303,8 +303,10 @@ class AgentNode:
         return RunOptions(**flags)
 
     def agent(self, ops: FileOps | None = None, **changes: Any) -> Agent:
-        """An in-process agent over this node, writing through ``ops`` (default: the kernel emulation)."""
-        return Agent(self.options(**changes), file_ops=ops if ops is not None else self.tree.ops())
+        """An in-process agent over this node, writing through ``ops`` (default: the kernel emulation); prepared."""
+        agent = Agent(self.options(**changes), file_ops=ops if ops is not None else self.tree.ops())
+        agent.prepare()
+        return agent
 
     def run_once(self, ops: FileOps | None = None, **changes: Any) -> Agent:
         """Run one in-process ``--once`` pass; returns the (stopped) agent for its metrics and state."""

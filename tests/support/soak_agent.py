@@ -130,6 +130,7 @@ def main(base: Path) -> int:
         file_ops=FlaggedCgroupFaults(KernelEmulation(root), base / "faults" / "cgroup"),
         disk_ops=FlaggedDiskFull(base / "faults" / "disk"),
     )
+    agent.prepare()
     agent.install_signal_handlers()
     snapshot_on_sigusr1(base)
     return agent.run()

@@ -17,10 +17,10 @@ from agent.metrics import (
     PIN_LATENCY_BUCKETS,
     AgentMetrics,
     PlanCollector,
-    Snapshot,
     UsageKey,
 )
 from agent.pods.model import PodView, pod_from_dict
+from agent.reconcile import Snapshot
 from tests.support.machines import machine
 from tests.support.podfactory import container, make_pod, resources
 
