@@ -194,12 +194,10 @@ class Agent:
     config_follower: ConfigFollower
     topology: Topology
     layout: CgroupLayout
-    fs: CgroupFS
     store: StateStore
     metrics: AgentMetrics
     recorder: EventRecorder | None
     conditions: ConditionWriter | None
-    reporter: Reporter
     reconciler: Reconciler
     source: PodSource
     nri_desk: NRIDesk
@@ -275,7 +273,7 @@ class Agent:
             self._log_config_event(event, fields)
         self.topology = self._topology()
         self.layout = self._layout()
-        self.fs = CgroupFS(self.config.cgroup_root, self._file_ops)
+        fs = CgroupFS(self.config.cgroup_root, self._file_ops)
         self.store = StateStore(self.config.state_dir, self._disk_ops)
         planner, rebuild = self._planner()
         self.metrics = AgentMetrics(lambda: self.reconciler.snapshot)
@@ -291,13 +289,13 @@ class Agent:
             if api is not None and not self.config.dry_run
             else None
         )
-        self.reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder, self.conditions)
+        reporter = Reporter(self.config.node_name or "", self.metrics, self.recorder, self.conditions)
         kubelet_policy = KubeletPolicyReader()
         self.reconciler = Reconciler(
             planner,
             layout=self.layout,
-            fs=self.fs,
-            reporter=self.reporter,
+            fs=fs,
+            reporter=reporter,
             store=self.store,
             kubelet=lambda: kubelet_policy(self.config.kubelet_cpu_manager_state_path),
             dry_run=self.config.dry_run,

@@ -51,6 +51,7 @@ from agent.nri.report import (
     NRIStatus,
     PluginState,
     Report,
+    SessionFacts,
 )
 from agent.nri.worker import Calls, Job, Later, WorkResult, WorkStatus, await_job
 
@@ -68,6 +69,7 @@ __all__ = [
     "Calls",
     "ConnectionEvent",
     "ConnectionKind",
+    "SessionFacts",
     "Container",
     "ContainerAdjustment",
     "ContainerState",

@@ -50,7 +50,9 @@ as without NRI.
 :class:`~agent.nri.report.CallOutcome`, every connection change a
 :class:`~agent.nri.report.ConnectionEvent`, both to ``on_report``;
 :meth:`NRIPlugin.status` is a snapshot. The plugin logs them too, one line
-each: ``nri.connected`` and ``nri.synchronized`` (info); ``nri.disconnected``,
+each: ``nri.connected`` (info, with the runtime's ``request_timeout``) and
+``nri.synchronized`` (info, also with the size of the runtime's Synchronize:
+``sync_pods``, ``sync_containers``, ``sync_chunks``, ``sync_bytes``); ``nri.disconnected``,
 ``nri.refused`` and ``nri.dial_failed`` (warning, with ``error``, ``retry_in``
 and ``failures``; a dial error that repeats unchanged drops to debug, so a node
 without NRI logs it once); ``nri.call`` (warning for ``error``, ``timeout``,
@@ -69,6 +71,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -88,6 +91,7 @@ from agent.nri.report import (
     NRIStatus,
     PluginState,
     Report,
+    SessionFacts,
 )
 from agent.nri.service import late_outcome
 from agent.nri.session import Session
@@ -294,17 +298,26 @@ class NRIPlugin:
             if not worker.stop(0.2):
                 _log.warning("nri.handler_still_running", socket=str(self._socket_path))
 
-    def _session_state(self, state: PluginState, runtime_name: str, runtime_version: str) -> None:
+    def _session_state(self, state: PluginState, facts: SessionFacts) -> None:
         """The session was configured or synchronized."""
         synchronized = state is PluginState.SYNCHRONIZED
         with self._lock:
-            self._runtime = (runtime_name, runtime_version)
+            self._runtime = (facts.runtime_name, facts.runtime_version)
             if synchronized:
                 self._sessions += 1
                 self._failures = 0
                 self._last_error = None
             self._state = PluginState.SYNCHRONIZED if synchronized else PluginState.CONFIGURED
-        self._emit(self._event(ConnectionKind.SYNCHRONIZED if synchronized else ConnectionKind.CONNECTED))
+        kind = ConnectionKind.SYNCHRONIZED if synchronized else ConnectionKind.CONNECTED
+        event = replace(
+            self._event(kind),
+            request_timeout=facts.request_timeout,
+            sync_pods=facts.sync_pods,
+            sync_containers=facts.sync_containers,
+            sync_chunks=facts.sync_chunks,
+            sync_bytes=facts.sync_bytes,
+        )
+        self._emit(event)
 
     def _retry(self, stop: threading.Event, failures: int, kind: ConnectionKind, error: str) -> None:
         delay = backoff_delay(failures, self._backoff[0], self._backoff[1], self._jitter())

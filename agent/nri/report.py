@@ -24,6 +24,7 @@ __all__ = [
     "NRIStatus",
     "PluginState",
     "Report",
+    "SessionFacts",
 ]
 
 
@@ -131,11 +132,32 @@ class CallOutcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionFacts:
+    """What one connection's runtime said of itself and sent, as the session learns it.
+
+    From Configure: the runtime's name and version and its ``request_timeout`` in seconds (the budget of every
+    call; podpin answers within 75 % of it). From the end of Synchronize: how many pods and containers it named,
+    in how many ``more`` chunks and how many bytes (NRI v0.10+ splits a Synchronize past ttrpc's 4 MiB message
+    limit; older runtimes fail to synchronize instead). The sync fields stay None until it is complete.
+    """
+
+    runtime_name: str = ""
+    runtime_version: str = ""
+    request_timeout: float | None = None
+    sync_pods: int | None = None
+    sync_containers: int | None = None
+    sync_chunks: int | None = None
+    sync_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectionEvent:
     """A change of the connection.
 
     ``retry_in`` is the backoff before the next attempt, if one follows, and
-    ``failures`` the failed attempts in a row it was computed from.
+    ``failures`` the failed attempts in a row it was computed from. ``connected``
+    carries the runtime's request timeout, ``synchronized`` also the size of its
+    Synchronize (:class:`SessionFacts`).
     """
 
     kind: ConnectionKind
@@ -145,6 +167,11 @@ class ConnectionEvent:
     failures: int = 0
     runtime_name: str = ""
     runtime_version: str = ""
+    request_timeout: float | None = None
+    sync_pods: int | None = None
+    sync_containers: int | None = None
+    sync_chunks: int | None = None
+    sync_bytes: int | None = None
 
 
 Report = CallOutcome | ConnectionEvent

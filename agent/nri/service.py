@@ -48,7 +48,7 @@ from agent.nri.convert import (
 from agent.nri.handler import NRIHandler
 from agent.nri.model import Container, CreateResult, PodSandbox
 from agent.nri.proto import nri_pb2 as pb
-from agent.nri.report import CallOutcome, CallResult, NRIMethod, PluginState
+from agent.nri.report import CallOutcome, CallResult, NRIMethod, PluginState, SessionFacts
 from agent.nri.ttrpc import Method, RPCStatusError, StatusCode
 from agent.nri.worker import Calls, Job, WorkResult, WorkStatus
 
@@ -127,12 +127,14 @@ class _SyncAccumulator:
         self.pods: list[PodSandbox] = []
         self.containers: list[Container] = []
         self.bytes = 0
+        self.chunks = 0
         self.dropped_pods = 0
         self.dropped_containers = 0
 
     def take(self, request: Any, size: int) -> list[tuple[str, str, str]]:
         """Keep what fits of one chunk; the containers that could not be read (id, name, error)."""
         self.bytes += size
+        self.chunks += 1
         full = self.bytes > MAX_SYNC_BYTES
         bad: list[tuple[str, str, str]] = []
         for pod in request.pods:
@@ -172,8 +174,8 @@ class PluginService:
             at 75 % of the runtime's request timeout).
         report: receives one :class:`CallOutcome` per request.
         on_state: called with :attr:`PluginState.CONFIGURED` or
-            :attr:`PluginState.SYNCHRONIZED`, the runtime's name and version, as
-            each first happens.
+            :attr:`PluginState.SYNCHRONIZED` and what the session knows then
+            (:class:`SessionFacts`), as each first happens.
         cancel: set when the connection ends (waiting for the handler stops).
     """
 
@@ -184,7 +186,7 @@ class PluginService:
         worker: Calls,
         handler_timeout: float,
         report: OutcomeSink,
-        on_state: Callable[[PluginState, str, str], None],
+        on_state: Callable[[PluginState, SessionFacts], None],
         cancel: threading.Event,
     ) -> None:
         self._handler = handler
@@ -225,7 +227,7 @@ class PluginService:
         if request.request_timeout > 0:
             self._request_timeout = request.request_timeout / 1000
         self.configured.set()
-        self._on_state(PluginState.CONFIGURED, self.runtime_name, self.runtime_version)
+        self._on_state(PluginState.CONFIGURED, self._facts())
         return pb.ConfigureResponse(events=EVENT_MASK).SerializeToString()
 
     def _synchronize(self, payload: bytes, timeout: float | None) -> bytes:
@@ -233,8 +235,8 @@ class PluginService:
             request = _decode(pb.SynchronizeRequest, payload)
         except _InvalidRequestError as err:
             self._outcome(NRIMethod.SYNCHRONIZE, CallResult.INVALID, error=str(err))
-            self._sync = _SyncAccumulator()
-            return self._synced(pb.SynchronizeResponse())
+            done, self._sync = self._sync, _SyncAccumulator()
+            return self._synced(pb.SynchronizeResponse(), done)
         for raw in self._sync.take(request, len(payload)):
             self._outcome(
                 NRIMethod.SYNCHRONIZE, CallResult.INVALID, error=raw[2], container_id=raw[0], container_name=raw[1]
@@ -255,14 +257,30 @@ class PluginService:
         )
         if updates is not None:
             response.update.extend(updates)
-        return self._synced(response)
+        return self._synced(response, done)
 
-    def _synced(self, response: pb.SynchronizeResponse) -> bytes:
+    def _synced(self, response: pb.SynchronizeResponse, received: _SyncAccumulator) -> bytes:
         data = response.SerializeToString()
         if not self.synchronized.is_set():
             self.synchronized.set()
-            self._on_state(PluginState.SYNCHRONIZED, self.runtime_name, self.runtime_version)
+            self._on_state(
+                PluginState.SYNCHRONIZED,
+                self._facts(
+                    sync_pods=len(received.pods) + received.dropped_pods,
+                    sync_containers=len(received.containers) + received.dropped_containers,
+                    sync_chunks=received.chunks,
+                    sync_bytes=received.bytes,
+                ),
+            )
         return data
+
+    def _facts(self, **sync: int) -> SessionFacts:
+        return SessionFacts(
+            runtime_name=self.runtime_name,
+            runtime_version=self.runtime_version,
+            request_timeout=self._request_timeout,
+            **sync,
+        )
 
     def _shutdown(self, _payload: bytes, _timeout: float | None) -> bytes:
         _log.info("nri.shutdown", runtime=self.runtime_name, runtime_version=self.runtime_version)

@@ -28,7 +28,7 @@ from agent.nri.frames import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN
 from agent.nri.handler import NRIHandler
 from agent.nri.model import ContainerUpdate
 from agent.nri.proto import nri_pb2 as pb
-from agent.nri.report import PluginState
+from agent.nri.report import PluginState, SessionFacts
 from agent.nri.service import PLUGIN_SERVICE, RUNTIME_SERVICE, OutcomeSink, PluginService
 from agent.nri.ttrpc import CallTimeoutError, Client, ConnectionClosedError, RPCError, Server, StatusCode
 from agent.nri.worker import Calls
@@ -65,8 +65,8 @@ class Session:
             75 % of the runtime's request timeout).
         registration_timeout: how long to wait for Configure after registering.
         report: receives one :class:`CallOutcome` per request.
-        on_state: called with :attr:`PluginState.CONFIGURED` or :attr:`PluginState.SYNCHRONIZED`, the
-            runtime's name and version, as each happens.
+        on_state: called with :attr:`PluginState.CONFIGURED` or :attr:`PluginState.SYNCHRONIZED` and what
+            the session knows then (:class:`SessionFacts`), as each happens.
     """
 
     def __init__(
@@ -80,7 +80,7 @@ class Session:
         handler_timeout: float,
         registration_timeout: float,
         report: OutcomeSink,
-        on_state: Callable[[PluginState, str, str], None],
+        on_state: Callable[[PluginState, SessionFacts], None],
     ) -> None:
         self._name = plugin_name
         self._index = plugin_index

@@ -2,7 +2,8 @@
 
 :class:`Reconciler` (:mod:`.reconciler`) runs a pass: it reads the pods the
 sources reported (:class:`PodCache`, :mod:`.pods`), has its deciding half
-(:class:`Decider`, :mod:`.decider`, no I/O) ask the planner, and its applying
+(:class:`Decider`, :mod:`.decider`, pure: values in, decisions and outcomes out)
+ask the planner, reports what it returned, and has its applying
 half (:class:`Applier`, :mod:`.applier`) turn the plan into cgroup targets
 (:mod:`.targets`) and write them, a full pass as a :class:`Sweep` of steps
 (:mod:`.sweep`); :class:`Reporter`

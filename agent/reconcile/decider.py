@@ -1,18 +1,26 @@
-"""The reconciler's deciding half: pods and the planner's state in, decisions and a plan out (no I/O).
+"""The reconciler's deciding half: pods, the planner's state and the device gate's answers in; decisions, what
+happened and a plan out (pure: no I/O, no call out).
 
 Given the readable pods of a pass (in creation order) it releases the pods that are gone or terminal and admits
 the new ones through the planner, in the order a restart needs (:meth:`Decider.decide`), and makes the pass's plan
-(:meth:`Decider.plan_for`). What it cannot know by itself comes in as values or through two narrow ports, so that
-it reads no file, socket or clock of its own and writes nothing:
+(:meth:`Decider.plan_for`). It is the functional core of the reconciler (``docs/style.md``, "Functional core,
+imperative shell"): what it cannot know by itself comes in as values, and what it decided goes out as values, so
+that it reads no file, socket or clock of its own, waits for nothing and writes, logs, counts or posts nothing:
 
 * the live cgroups' cpusets at a restart (``Observed`` per pod), read by the applying half
   (``applier.py``) and handed to :meth:`Decider.rebuilt` or :meth:`Decider.adopt`;
-* a new pod's devices, asked of the kubelet through :class:`DeviceAnswers` (``devices.py``'s gate);
-* what happened, said through :class:`DecisionReports` (the reporter: Events, metrics, log);
-* how long an admission took, from the ``clock`` it is given (the admission latency metric).
+* a new pod's devices: :meth:`Decider.device_asks` says which pods a pass needs the kubelet's word on, the
+  reconciler asks the device gate (``devices.py``, which may wait for PodResources) *before* deciding, and the
+  answers come into :meth:`Decider.decide` as a :class:`~agent.reconcile.device_answers.DeviceAnswers` value;
+* what happened: :meth:`Decider.decide`, :meth:`Decider.adopt` and :meth:`Decider.rebase` return it as
+  outcome values (``outcomes.py``), in the order the decisions were made, and the reconciler hands them to the
+  reporter (Events, metrics, log) and to the fault boundary right after, before anything is written;
+* how long an admission took, from the ``clock`` it is given (the admission latency metric, carried by the
+  outcomes).
 
 The import contracts in ``pyproject.toml`` hold it to that: it imports no cgroup, API, runtime, state-store,
-metrics or PodResources module and none of the standard modules for files, time or logging.
+metrics, PodResources, reporter, device-gate or fault-boundary module and none of the standard modules for files,
+time, threads or logging.
 
 Which pods a pass writes is the caller's business: :meth:`Decider.decide` returns the uids whose plan changed.
 """
@@ -20,87 +28,62 @@ Which pods a pass writes is the caller's business: :meth:`Decider.decide` return
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from agent.alloc import Decision, NodeState, Observed, Plan, Planner, PodDevices, PodPlan, PodRecord
+from agent.alloc import Decision, NodeState, Observed, Plan, Planner, PodPlan
 from agent.alloc.cpumanager.restore import StaleAllocation
-from agent.alloc.state.readopt import Readoption
 from agent.alloc.tally import AllocationEvent
-from agent.fault_boundary import FaultBoundary, Stage
 from agent.pods import PodView
+from agent.reconcile.device_answers import DeviceAnswers, DeviceAsk, DeviceAsks
+from agent.reconcile.outcomes import Admitted, DevicesUnknown, Faulted, Outcome, Readopted, Rejected, Released
 from agent.topology import Topology
 
-__all__ = ["Decided", "DecisionReports", "Decider", "DeviceAnswers", "DeviceReply"]
+__all__ = ["Adopted", "Decided", "Decider", "Rebased"]
 
 
-class DecisionReports(Protocol):
-    """What the decider says happened (``reporter.py``): once per decision, in the order it was made."""
-
-    def admitted(self, decision: Decision, plan: PodPlan | None, seconds: float) -> None:
-        """A pod was admitted (``seconds``: the planner's time)."""
-
-    def rejected(self, decision: Decision, seconds: float) -> None:
-        """A pod was rejected."""
-
-    def released(self, record: PodRecord) -> None:
-        """A pod that is gone or terminal gave its CPUs back."""
-
-    def devices_unknown(self, decision: Decision, problem: str, waited: float) -> None:
-        """A pod was admitted without device hints after the wait for its devices."""
-
-    def readopted(self, readoption: Readoption, pods: Mapping[str, PodView]) -> None:
-        """The checkpoint's pods were re-adopted onto a new topology or reservation."""
-
-
-class DeviceReply(Protocol):
-    """The kubelet's word on a new pod's devices (``devices.DeviceAnswer``)."""
-
-    @property
-    def ready(self) -> bool:
-        """The pod may be admitted now."""
-
-    @property
-    def devices(self) -> PodDevices | None:
-        """The devices it holds (None: none known)."""
-
-    @property
-    def unknown(self) -> str | None:
-        """Why its devices stayed unknown after the wait (then it is admitted without hints)."""
-
-    @property
-    def waited(self) -> float:
-        """Seconds it waited."""
-
-
-class DeviceAnswers(Protocol):
-    """The bounded wait for a new pod's devices (``devices.DeviceGate``)."""
-
-    def begin_pass(self) -> None:
-        """A new pass: ask afresh."""
-
-    def forget(self, alive: Iterable[str]) -> None:
-        """Stop waiting for pods no longer on the node."""
-
-    def check(self, pod: PodView) -> DeviceReply:
-        """Whether ``pod`` may be admitted now, and with which devices."""
-
-    def held(self, pod: PodView) -> PodDevices | None:
-        """The devices an already admitted pod holds (for its plan only)."""
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Decided:
-    """What one round of decisions changed.
+    """What one round of decisions changed, and what happened in it.
 
     Attributes:
         changed: the planner's state changed (a release or an admission): the checkpoint is saved, a full pass due.
         dirty: the uids of the pods admitted (again) in this round: their cgroups are written.
+        outcomes: the releases, admissions, rejections, unknown devices and faults of this round, in the order
+            they happened: the caller reports them (``outcomes.py``).
     """
 
     changed: bool
     dirty: frozenset[str]
+    outcomes: tuple[Outcome, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Adopted:
+    """The first pass over a checkpoint (:meth:`Decider.adopt`).
+
+    Attributes:
+        differ: the containers whose checkpointed set their cgroup contradicts (``uid/name``: both sets).
+        readopted: the checkpoint was re-adopted onto a new topology or reservation at load (None: it was not).
+    """
+
+    differ: dict[str, dict[str, str]]
+    readopted: Readopted | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rebased:
+    """A move to a new topology (:meth:`Decider.rebase`).
+
+    Attributes:
+        dropped: the uids of the pods the state could not keep (admitted again like new pods).
+        moved: the uids of the pods some of whose CPUs moved.
+        readopted: the re-adoption to report (None: the planner made none).
+    """
+
+    dropped: list[str]
+    moved: list[str]
+    readopted: Readopted | None
 
 
 class Decider:
@@ -108,28 +91,13 @@ class Decider:
 
     Args:
         planner: the planner over the checkpoint (or an empty state to rebuild).
-        reports: where decisions are said.
-        boundary: where an unexpected exception in one pod's admission stops.
-        clock: monotonic seconds, for the admission latency only.
-        devices: the wait for new pods' devices (None: no pod waits).
+        clock: monotonic seconds, for the admission latency only (a clock read neither waits nor changes anything).
         rebuild: the state is empty and is rebuilt from the live cgroups on the first pass.
     """
 
-    def __init__(
-        self,
-        planner: Planner,
-        *,
-        reports: DecisionReports,
-        boundary: FaultBoundary,
-        clock: Callable[[], float],
-        devices: DeviceAnswers | None = None,
-        rebuild: bool = False,
-    ) -> None:
+    def __init__(self, planner: Planner, *, clock: Callable[[], float], rebuild: bool = False) -> None:
         self._planner = planner
-        self._reports = reports
-        self._boundary = boundary
         self._clock = clock
-        self._devices = devices
         self._rebuild = rebuild
         self._readoption = planner.readoption
         self._observations: dict[str, Observed] = {}
@@ -168,15 +136,17 @@ class Decider:
         self._rebuild = False
         self._observations = dict(live)
 
-    def adopt(self, views: list[PodView], live: Mapping[str, Observed]) -> dict[str, dict[str, str]]:
-        """The first pass over a checkpoint; returns the containers whose checkpointed set their cgroup contradicts.
+    def adopt(self, views: list[PodView], live: Mapping[str, Observed]) -> Adopted:
+        """The first pass over a checkpoint: the containers whose checkpointed set their cgroup contradicts, and the
+        checkpoint's re-adoption at load to report (the caller reports it before it logs the differences).
 
         A checkpoint may be older than the cgroups (a save failed before the restart): its claims on CPUs another
         pod's running container holds are released (stale), and the pods it does not hold are offered their live
         cpusets first, so no running container loses its CPUs to the checkpoint or to an older new pod.
         """
+        readopted = None
         if self._readoption is not None:
-            self._reports.readopted(self._readoption, {v.uid: v for v in views})
+            readopted = Readopted(readoption=self._readoption, pods={v.uid: v for v in views})
             self._readoption = None
         by_uid = {v.uid: v for v in views}
         self._contradicted = self._planner.release_contradicted(
@@ -190,7 +160,7 @@ class Decider:
             if cpu.get(uid, name) not in (None, cpus)
         }
         self._observations = {uid: seen for uid, seen in live.items() if not self._planner.is_admitted(uid)}
-        return differ
+        return Adopted(differ=differ, readopted=readopted)
 
     def behind(self) -> list[str]:
         """``namespace/name`` of the pods that kept the CPUs their cgroups hold over an older checkpoint."""
@@ -200,8 +170,9 @@ class Decider:
             if d.kept_observed and not any(e.stale is not None for e in d.allocations)
         )
 
-    def rebase(self, topology: Topology, views: Callable[[], list[PodView]]) -> tuple[list[str], list[str]]:
-        """Move to a new topology (CPU hotplug); the uids dropped and the uids whose CPUs moved.
+    def rebase(self, topology: Topology, views: Sequence[PodView]) -> Rebased:
+        """Move to a new topology (CPU hotplug): the uids dropped, the uids whose CPUs moved, the re-adoption to
+        report (``views``: the readable pods, to name the dropped ones).
 
         Raises:
             PlannerError, CheckpointError: the state does not fit the new topology (nothing changed).
@@ -211,42 +182,75 @@ class Decider:
         moved = sorted({m.uid for m in planner.readoption.moves}) if planner.readoption is not None else []
         for uid in dropped:
             self._decisions.pop(uid, None)
+        readopted = None
         if planner.readoption is not None:
-            self._reports.readopted(planner.readoption, {v.uid: v for v in views()})
+            readopted = Readopted(readoption=planner.readoption, pods={v.uid: v for v in views})
         self._epoch += 1
-        return dropped, moved
+        return Rebased(dropped=dropped, moved=moved, readopted=readopted)
 
     # -- a pass ------------------------------------------------------------------------------------
-    def decide(self, views: list[PodView], unreadable: set[str]) -> Decided:
-        """Release the gone, admit the new.
+    def device_asks(self, views: list[PodView], unreadable: set[str]) -> DeviceAsks:
+        """The pods :meth:`decide` will need the device gate's word on, given the same arguments; changes nothing.
+
+        A new pod is asked about unless it was rejected and no pod has released CPUs since (the releases this
+        very pass will make count: one per admitted pod no longer live); a pod restored from the checkpoint is
+        asked, once, which devices it holds. Exactly these pods: asking about a rejected pod again would call
+        PodResources on passes that did not before.
+        """
+        live = self._live(views, unreadable)
+        epoch = self._epoch + sum(1 for uid in self._planner.snapshot().pods if uid not in live)
+        asks = []
+        for view in views:
+            if view.is_terminal:
+                continue
+            if self._planner.is_admitted(view.uid):
+                if view.uid not in self._decisions:
+                    asks.append(DeviceAsk(view=view, restored=True))
+            elif self._rejected_at.get(view.uid) != epoch:
+                asks.append(DeviceAsk(view=view, restored=False))
+        return DeviceAsks(live=frozenset(live), pods=tuple(asks))
+
+    @staticmethod
+    def _live(views: list[PodView], unreadable: set[str]) -> set[str]:
+        """The uids still on the node: readable and not terminal, or unreadable (they are not gone)."""
+        return {v.uid for v in views if not v.is_terminal} | unreadable
+
+    def decide(self, views: list[PodView], unreadable: set[str], devices: DeviceAnswers | None = None) -> Decided:
+        """Release the gone, admit the new; what happened is in the result's outcomes, in order.
 
         Args:
             views: the readable pods, in creation order.
             unreadable: uids whose latest version is malformed; they are not gone.
+            devices: the device gate's answers for :meth:`device_asks` of the same arguments (None: no gate, no
+                pod waits for its devices).
         """
+        outcomes: list[Outcome] = []
         changed = False
         self._dirty = set()
-        live = {v.uid for v in views if not v.is_terminal} | unreadable
+        live = self._live(views, unreadable)
         for uid, record in list(self._planner.snapshot().pods.items()):
             if uid not in live and self._planner.release(uid):
                 changed = True
                 self._epoch += 1
                 self._decisions.pop(uid, None)
-                self._reports.released(record)
+                outcomes.append(Released(record=record))
         for uid in [u for u in self._decisions if u not in live]:
             del self._decisions[uid]
             self._rejected_at.pop(uid, None)
         for uid in [u for u in self._contradicted if u not in live]:
             del self._contradicted[uid]
-        if self._devices is not None:
-            self._devices.begin_pass()
-            self._devices.forget(live)
         for view in sorted(views, key=self._adoption_order):
             if view.is_terminal:
                 continue
-            with self._boundary.guard(Stage.POD, pod=(view.namespace, view.name, view.uid)):
-                changed = self._decide_one(view) or changed
-        return Decided(changed, frozenset(self._dirty))
+            # The pod's fault boundary (agent/fault_boundary.py): an unexpected exception ends this pod's
+            # admission for this pass only; the caller hands it to the boundary in its place among the outcomes.
+            try:
+                changed = self._decide_one(view, devices, outcomes) or changed
+            except MemoryError:
+                raise
+            except Exception as err:
+                outcomes.append(Faulted(pod=(view.namespace, view.name, view.uid), error=err))
+        return Decided(changed=changed, dirty=frozenset(self._dirty), outcomes=tuple(outcomes))
 
     def _adoption_order(self, view: PodView) -> int:
         """Where a pod goes in a pass's admissions (a stable sort keeps creation order within each rank).
@@ -261,17 +265,22 @@ class Decider:
             return 2
         return 0 if self._planner.holds_observed(view, seen) else 1
 
-    def _decide_one(self, view: PodView) -> bool:
+    def _decide_one(self, view: PodView, devices: DeviceAnswers | None, outcomes: list[Outcome]) -> bool:
         """Admit one pod that is not terminal (or take a restored one's plan); True when the state changed.
 
-        It runs inside the pod's fault boundary (``agent/fault_boundary.py``): an unexpected exception ends this
-        pod's admission for this pass only.
+        What happened is appended to ``outcomes``. A pod whose question to the device gate raised ends here, as
+        it did when the gate was asked from inside its boundary; a pod :meth:`device_asks` did not name has no
+        answer (a ``KeyError``: a caller that did not ask first, caught at the pod's boundary).
         """
+        ref = (view.namespace, view.name, view.uid)
         if self._planner.is_admitted(view.uid):
             if view.uid in self._decisions:
                 return False
             # Restored from the checkpoint: its plan names its devices.
-            held = self._devices.held(view) if self._devices is not None else None
+            if devices is not None and (failure := devices.failed.get(view.uid)) is not None:
+                outcomes.append(Faulted(pod=ref, error=failure))
+                return False
+            held = devices.held[view.uid] if devices is not None else None
             start = self._clock()
             decision = self._planner.admit(view, devices=held)
             self._decisions[view.uid] = decision
@@ -281,13 +290,16 @@ class Decider:
             self._dirty.add(view.uid)
             if decision.admitted:
                 plan = self._planner.plan([view], self._decisions).pods[0]
-                self._reports.admitted(decision, plan, self._clock() - start)
+                outcomes.append(Admitted(decision=decision, plan=plan, seconds=self._clock() - start))
             else:
-                self._reports.rejected(decision, self._clock() - start)
+                outcomes.append(Rejected(decision=decision, seconds=self._clock() - start))
             return True
         if self._rejected_at.get(view.uid) == self._epoch:
             return False
-        answer = self._devices.check(view) if self._devices is not None else None
+        if devices is not None and (failure := devices.failed.get(view.uid)) is not None:
+            outcomes.append(Faulted(pod=ref, error=failure))
+            return False
+        answer = devices.new[view.uid] if devices is not None else None
         if answer is not None and not answer.ready:
             return False  # its devices are not known yet: asked again on a later pass
         start = self._clock()
@@ -302,14 +314,16 @@ class Decider:
             )
         self._decisions[view.uid] = decision
         if answer is not None and answer.unknown is not None:
-            self._reports.devices_unknown(decision, answer.unknown, answer.waited)
+            outcomes.append(DevicesUnknown(decision=decision, problem=answer.unknown, waited=answer.waited))
         if not decision.admitted:
             self._rejected_at[view.uid] = self._epoch
-            self._reports.rejected(decision, seconds)
+            outcomes.append(Rejected(decision=decision, seconds=seconds))
             return False
         self._rejected_at.pop(view.uid, None)
         self._dirty.add(view.uid)
-        self._reports.admitted(decision, self._planner.plan([view], self._decisions).pods[0], seconds)
+        outcomes.append(
+            Admitted(decision=decision, plan=self._planner.plan([view], self._decisions).pods[0], seconds=seconds)
+        )
         return True
 
     def plan_for(self, views: list[PodView]) -> Plan:

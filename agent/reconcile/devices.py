@@ -26,6 +26,14 @@ resources never causes a call.
 A pod restored from the checkpoint is not admitted again, so it never waits:
 the first pass asks once which devices it holds (:meth:`DeviceGate.held`), for
 its plan only.
+
+The gate is the reconciler's imperative shell around the deciding half
+(``decider.py``, which does no I/O): each pass, before deciding, the reconciler
+hands it the decider's questions (:class:`~agent.reconcile.device_answers.DeviceAsks`)
+and :meth:`DeviceGate.answer` answers them all, on the reconcile loop's thread
+as before; the answers go into the decision as a value. A pod's question that
+raises an unexpected exception is answered with the exception, and the decider
+ends that pod's admission at its fault boundary, as when it asked itself.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from agent.alloc.devicemanager import container_device_requests
 from agent.fault_boundary import FaultBoundary, Stage
 from agent.podresources import PodResourcesClient, PodResourcesError
 from agent.pods import PodView
+from agent.reconcile.device_answers import DeviceAnswer, DeviceAnswers, DeviceAsks
 
 __all__ = ["CALL_TIMEOUT", "RETRY_INTERVAL", "DeviceAnswer", "DeviceGate", "DeviceSource", "device_gate_for"]
 
@@ -61,23 +70,6 @@ class DeviceSource(Protocol):
     def list(self) -> DeviceAssignments: ...
 
     def allocatable(self) -> AllocatableDevices: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeviceAnswer:
-    """What to do with a pod now.
-
-    Attributes:
-        ready: admit it now; False: park it and ask again on a later pass.
-        devices: the devices its containers hold, for the planner (None: none known, or none asked for).
-        unknown: set when the wait ran out: what was not known (for the Warning Event and the log line).
-        waited: seconds the pod waited for its devices.
-    """
-
-    ready: bool
-    devices: PodDevices | None = None
-    unknown: str | None = None
-    waited: float = 0.0
 
 
 _NOTHING = DeviceAnswer(ready=True)
@@ -128,6 +120,30 @@ class DeviceGate:
         """Whether a parked pod is due (the loop then runs a pass)."""
         due = self.next_retry()
         return due is not None and due <= now
+
+    def answer(self, asks: DeviceAsks) -> DeviceAnswers:
+        """A pass's answers: stop waiting for pods no longer live, then ask about each pod, in order.
+
+        At most one PodResources ``List`` (and ``GetAllocatableResources``) per pass, and none when no pod asked
+        about requests devices (:meth:`check`, :meth:`held`).
+        """
+        self.begin_pass()
+        self.forget(asks.live)
+        new: dict[str, DeviceAnswer] = {}
+        held: dict[str, PodDevices | None] = {}
+        failed: dict[str, Exception] = {}
+        for ask in asks.pods:
+            uid = ask.view.uid
+            try:
+                if ask.restored:
+                    held[uid] = self.held(ask.view)
+                else:
+                    new[uid] = self.check(ask.view)
+            except MemoryError:
+                raise
+            except Exception as err:  # this pod's only: its admission ends at its fault boundary (decider.py)
+                failed[uid] = err
+        return DeviceAnswers(new=new, held=held, failed=failed)
 
     def check(self, pod: PodView) -> DeviceAnswer:
         """Whether ``pod`` may be admitted now, and with which devices."""

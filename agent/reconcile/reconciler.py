@@ -6,8 +6,11 @@ Each pass does, in order:
    a status containerID that can name no cgroup is reported, a pod that maps to
    a cgroup another pod holds is reported and left out, ``claims.py``) and state
    what their statuses say in the identity book (``identity.py``);
-2. release pods that are gone or terminal, then admit new pods in creation
-   order (a rejected pod is tried again only after some pod released CPUs).
+2. ask the device gate about the pods the deciding half names (``devices.py``;
+   the only step of deciding that may wait), then have the deciding half
+   release pods that are gone or terminal and admit new pods in creation
+   order (a rejected pod is tried again only after some pod released CPUs),
+   and report what it returned, in its order (``report_outcomes.py``).
    After a restart (a rebuilt state, or a checkpoint older than the cgroups),
    the pods whose cgroups hold CPUs they can keep are admitted first, then the
    others seen on their cgroups, so a pod created earlier cannot take a running
@@ -38,17 +41,20 @@ bundle (read when the cgroup appears, ``naming.py``), else the pod status.
 
 A pod that requests devices waits for the kubelet to say which it holds
 (``devices.py``: parked, asked again on later passes, admitted without device
-hints after ``deviceWaitTimeout``); the devices known go to the planner.
+hints after ``deviceWaitTimeout``); the devices known go to the planner. The
+gate is asked before the deciding half runs and its answers handed in as values.
 
 The reconciler never decides who gets which CPU (the planner does) and never
 blocks on the API server (Events are queued by the recorder). Nothing here
 raises for a single pod or cgroup: failures are reported and the pass goes on.
 
-It is the pass's conductor over two halves with narrow faces: the deciding half (``decider.py``: pods and the
-planner's state in, decisions and the plan out, no I/O) and the applying half (``applier.py``: the plan in, cgroup
-writes, read-backs and settles out). What stays here is what a pass reads and keeps between them: the pod cache,
-the cgroup claims, the identity book and who named it, the pods something happened to, the kubelet's policy, the
-checkpoint, and the :class:`Snapshot` the metrics read.
+It is the pass's conductor over two halves with narrow faces: the deciding half (``decider.py``: pods, the
+planner's state and the device answers in; decisions, the plan and its outcomes out; pure, it calls no port) and
+the applying half (``applier.py``: the plan in, cgroup writes, read-backs and settles out). It is the decider's
+imperative shell: it asks the device gate before deciding and hands the outcomes to the reporter and the fault
+boundary right after, before anything of the pass is written (``docs/design.md``, "Data flow"). What stays here
+is what a pass reads and keeps between them: the pod cache, the cgroup claims, the identity book and who named it,
+the pods something happened to, the kubelet's policy, the checkpoint, and the :class:`Snapshot` the metrics read.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ from agent.reconcile.devices import DeviceGate
 from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
+from agent.reconcile.report_outcomes import report_decided, report_outcomes
 from agent.reconcile.reporter import PodRef, Reporter
 from agent.reconcile.snapshot import Snapshot
 from agent.runtime import BundleReader, IdentityErrorReason
@@ -136,9 +143,7 @@ class Reconciler:
         )
         if self.namer is not None:
             self.namer.boundary = self.boundary
-        self.decider = Decider(
-            planner, reports=reporter, boundary=self.boundary, clock=clock, devices=devices, rebuild=rebuild
-        )
+        self.decider = Decider(planner, clock=clock, rebuild=rebuild)
         self.applier = Applier(
             layout=layout,
             fs=fs,
@@ -252,10 +257,13 @@ class Reconciler:
     def rebase(self, topology: Topology) -> list[str]:
         """CPUs went offline or online: move to the new topology; only the CPUs that went (or became reserved) move."""
         try:
-            dropped, moved = self.decider.rebase(topology, lambda: self.pods.views()[0])
+            rebased = self.decider.rebase(topology, self.pods.views()[0])
         except (PlannerError, CheckpointError) as err:
             self.log.error("topology.rebase_failed", error=str(err))
             return []
+        if rebased.readopted is not None:
+            report_outcomes([rebased.readopted], self.reporter, self.boundary)
+        dropped, moved = rebased.dropped, rebased.moved
         self._dirty.update(dropped, moved)
         self._full = True
         replanned = sorted(set(dropped) | set(moved))
@@ -340,14 +348,20 @@ class Reconciler:
             decider.rebuilt(live)
             self.log.warning("state.rebuilt_from_cgroups", pods=len(live))
         elif adopting:
-            differ = decider.adopt(views, self.applier.observe_live(views))
-            if differ:
-                self.log.warning("state.disagrees_with_cgroups", containers=differ, kept="the checkpoint's")
+            adopted = decider.adopt(views, self.applier.observe_live(views))
+            if adopted.readopted is not None:
+                report_outcomes([adopted.readopted], self.reporter, self.boundary)
+            if adopted.differ:
+                self.log.warning("state.disagrees_with_cgroups", containers=adopted.differ, kept="the checkpoint's")
         for bad in malformed:
             self.reporter.malformed(bad)
         for bad_id in self.pods.bad_container_ids(views):
             self.reporter.bad_container_id(bad_id)
-        decided = decider.decide(views, {bad.uid for bad in malformed if bad.uid})
+        unreadable = {bad.uid for bad in malformed if bad.uid}
+        # The device gate may wait for the kubelet: asked here, before deciding, as the decider does no I/O.
+        answers = self.devices.answer(decider.device_asks(views, unreadable)) if self.devices is not None else None
+        decided = decider.decide(views, unreadable, answers)
+        report_decided(decided, views, self.reporter, self.boundary)  # before anything of the pass is written
         self._dirty.update(decided.dirty)
         if adopting:
             behind = decider.behind()

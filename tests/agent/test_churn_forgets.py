@@ -51,7 +51,7 @@ def _known(agent: Agent, uid: str) -> bool:
     reconciler = agent.reconciler
     plan = reconciler.plan
     planned = plan is not None and any(p.uid == uid for p in plan.pods)
-    return planned or reconciler.decider.rejected(uid) or uid in agent.reporter._malformed
+    return planned or reconciler.decider.rejected(uid) or uid in agent.reconciler.reporter._malformed
 
 
 def _all_known(agent: Agent, uids: set[str]) -> bool:
@@ -66,7 +66,7 @@ def _evented(api: ApiServerEmulator, uids: set[str]) -> bool:
 def _per_pod(agent: Agent, uids: set[str], names: set[str]) -> dict[str, int]:
     """How many entries each per-pod structure of the agent holds about the pods ``uids`` (named ``names``)."""
     r = agent.reconciler
-    reporter = agent.reporter
+    reporter = agent.reconciler.reporter
     namer = r.namer
     assert namer is not None
     assert agent.recorder is not None

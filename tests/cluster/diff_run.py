@@ -30,10 +30,9 @@ from tests.cluster import diff_config, diff_pods
 from tests.cluster.certs import write_kubeconfig
 from tests.cluster.controlplane import API_SERVICE_IP, NODE_NAME, ControlPlane
 from tests.cluster.diff_rows import Observation, Row, compare
-from tests.cluster.node import GuestNode, vm_dir
+from tests.cluster.node import GuestNode
 from tests.cluster.procs import ClusterError, wait_for
 from tests.cluster.scenario_format import BUSYBOX_IMAGE, Apply, Delete, Restart, Scenario, by_machine
-from tests.vm.containerd import runtime_bin
 from tests.vm.ociimage import SLEEP_IMAGE
 
 __all__ = ["GUEST_CODE", "DiffNode", "ScenarioRun", "precompile", "run_scenarios"]
@@ -103,7 +102,7 @@ class DiffNode:
         """Name the guest's busybox image as the scenarios' image; give podpin a kubeconfig in the shared dir."""
         if self._prepared:
             return
-        ctr = str(runtime_bin(vm_dir()) / "ctr")
+        ctr = str(self.node.runtime_bin / "ctr")
         tag = [ctr, "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", "images", "tag", "--force"]
         self.node.sh(*tag, SLEEP_IMAGE.ref, BUSYBOX_IMAGE)
         certs = self.node.shared / "pki"

@@ -25,7 +25,8 @@ from typing import Any
 
 from tests.cluster.guest_ops import NodeControls
 from tests.vm.background import Background
-from tests.vm.containerd import Containerd, ContainerdConfig, runtime_bin
+from tests.vm.containerd import Containerd, ContainerdConfig
+from tests.vm.matrix import MATRIX
 
 __all__ = ["main"]
 
@@ -169,9 +170,13 @@ def main(config_path: str) -> int:
     for path in WRITABLE:
         make_writable(path)
     network(Path(config["modules"]), config["node_ip"], config["gateway"])
+    runtime = MATRIX[config.get("runtime", "containerd-1.7")]
+    built_root = Path(config.get("runtimes_dir", "/tmp/podpin-runtimes"))
     containerd = Containerd(
         ContainerdConfig(
-            runtime_bin=runtime_bin(vm_dir),
+            runtime_bin=runtime.bin_dir(vm_dir, built_root),
+            runc=runtime.runc(vm_dir, built_root),
+            version=runtime.config_version,
             nri=config.get("nri", True),
             base=CONTAINERD_BASE,
             snapshotter=SNAPSHOTTER,
@@ -203,7 +208,7 @@ def main(config_path: str) -> int:
             "--v=2",
         ],
         log_path=shared / "kubelet.log",
-        env={"PATH": f"{runtime_bin(vm_dir)}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"},
+        env={"PATH": f"{containerd.config.runtime_bin}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"},
     )
     kubelet.start()
     (shared / "node-up").write_text(str(time.time()))

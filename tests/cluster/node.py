@@ -23,6 +23,7 @@ from tests.cluster import build
 from tests.cluster.certs import write_kubeconfig
 from tests.cluster.controlplane import API_SERVICE_IP, NETWORK, NODE_IP, NODE_NAME, ControlPlane
 from tests.cluster.procs import ClusterError, free_port, tail, wait_for
+from tests.vm import matrix
 
 __all__ = ["GATEWAY", "GuestNode", "NodeSpec", "guest_modules", "kubelet_configuration", "vm_dir"]
 
@@ -36,6 +37,19 @@ READY_TIMEOUT = 900.0
 def vm_dir() -> Path:
     """The VM's kernel, runtime and images (tests/vm/vm-setup.sh; ``PODPIN_VM_DIR``)."""
     return Path(os.environ.get("PODPIN_VM_DIR", "/tmp/podpin-vm"))
+
+
+def cluster_runtime(env: dict[str, str] | None = None) -> matrix.RuntimeChoice:
+    """The node's container runtime, from the runtime matrix (``tests/vm/matrix.py``): ``PODPIN_CLUSTER_RUNTIME``,
+    default ``containerd-1.7`` (Debian's); ``containerd-2.2``/``-2.3``/``-2.4`` are built from their Go modules.
+
+    Raises:
+        ValueError: a name the matrix does not hold.
+    """
+    name = (env if env is not None else os.environ).get("PODPIN_CLUSTER_RUNTIME") or "containerd-1.7"
+    if name not in matrix.MATRIX:
+        raise ValueError(f"PODPIN_CLUSTER_RUNTIME={name!r} is not in the runtime matrix: {sorted(matrix.MATRIX)}")
+    return matrix.MATRIX[name]
 
 
 def modules_dir() -> Path:
@@ -66,6 +80,8 @@ class NodeSpec:
     nri: bool = True
     images: tuple[Path, ...] = ()
     """OCI archives imported into the guest's containerd (k8s.io namespace) before the kubelet starts."""
+    runtime: matrix.RuntimeChoice = field(default_factory=cluster_runtime)
+    """containerd and runc of the node (:func:`cluster_runtime`)."""
 
 
 def kubelet_configuration(ca: Path, cert: Path, key: Path, overrides: dict[str, Any]) -> dict[str, Any]:
@@ -152,6 +168,8 @@ class GuestNode:
             "kubeconfig": str(kubeconfig),
             "nri": self.spec.nri,
             "images": [str(image) for image in self.spec.images],
+            "runtime": self.spec.runtime.name,
+            "runtimes_dir": str(matrix.runtimes_dir()),
         }
         path = shared / "node.json"
         path.write_text(json.dumps(config, indent=1))
@@ -192,8 +210,14 @@ class GuestNode:
         )
         return env
 
+    @property
+    def runtime_bin(self) -> Path:
+        """The directory of the node's ``containerd``, ``ctr`` and shim (as the guest sees it: the host's root)."""
+        return self.spec.runtime.bin_dir(vm_dir(), matrix.runtimes_dir())
+
     def start(self) -> GuestNode:
         """Boot the guest, wait for the kubelet to register and the Node to be Ready."""
+        matrix.build((self.spec.runtime,))  # a containerd 2.x from its Go module, if not built yet
         config = self._write_config()
         if self.plane.proxy is not None:
             self.plane.proxy.routes[f"{NODE_IP}:10250"] = self.kubelet_port

@@ -13,10 +13,12 @@ on the last):
    ``Pinned`` Events (``kubectl get events``), the ``podpin.io/CPUsPinned`` condition, the allocation lines in
    ``kubectl logs``; a pod deleted gives its CPUs back to the pool;
 4. the plain install removed (``kubectl delete -f``: the agent stops, the cgroups stay as they are) and the release's
-   chart installed with ``helm install`` (single-numa-node): nothing moves; then ``helm upgrade``, the agent's pod
-   deleted, a kubelet restart and a containerd restart: nothing moves;
+   chart installed with ``helm install`` (single-numa-node): nothing moves; then ``helm upgrade``, ``helm rollback``,
+   the agent's pod deleted, a kubelet restart and a containerd restart: nothing moves;
 5. a pod that cannot be placed: ``kubectl describe`` shows ``podpin.io/CPUsPinned False`` and
-   ``TopologyAffinityError``;
+   ``TopologyAffinityError``; a real Prometheus, started in the guest, scrapes the agent through the metrics
+   Service's EndpointSlices as the release's ServiceMonitor says (monitoring.py), and of the release's
+   PrometheusRule exactly the two rejection alerts' expressions return series when a pod is rejected again;
 6. ``helm uninstall``: the pre-delete hook resets the node, and the QoS levels' effective cpusets and ``cpu.max``
    are what they were before podpin ran.
 
@@ -26,49 +28,47 @@ The image build, its import into the TCG guest and the agent's starts take most 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
+import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.cpuset import CPUSet
-from scripts.release import Release
-from tests.cluster.controlplane import NODE_NAME, ControlPlane
+from tests.cluster.controlplane import NODE_NAME
+from tests.cluster.deploy_story import (
+    GUEST_PYTHON,
+    NAMESPACE,
+    POD_TIMEOUT,
+    REPO,
+    Story,
+    agent_pods,
+    apply_pod,
+    cpus_now,
+    delete_pod,
+    deployed,
+    first_view,
+    get_pod,
+    plan_of,
+    planned_cpus,
+    qos_files,
+    wait_agent_ready,
+)
 from tests.cluster.example_pods import scaled_example
-from tests.cluster.node import GuestNode, NodeSpec, guest_modules
-from tests.cluster.procs import ClusterError, require_setup, wait_for
-from tests.support.agent_image import build_release, missing_image_inputs
-from tests.support.k8s_tools import helm
-from tests.vm.containerd import runtime_bin
+from tests.cluster.monitoring import alert_expressions, file_sd_groups, prometheus_config, rule_file
+from tests.cluster.node import guest_modules
+from tests.cluster.procs import require_setup, wait_for
+from tests.support.agent_image import missing_image_inputs
 from tests.vm.harness import require_vm
-from tests.vm.ociimage import FIRST_VIEW_PREFIX
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_deploy]
 
-REPO = Path(__file__).resolve().parents[2]
-PODPIN = REPO / ".venv" / "bin" / "podpin"
-GUEST_PYTHON = REPO / ".venv" / "bin" / "python"
-"""The guest's root is the host's (read-only): the project's own programs run there as on the host, and the guest's
-command channel reads the kernel's files as the node's root sees them (outside every container)."""
-REPOSITORY = "ghcr.io/podpin/podpin"
-"""The release's repository: the plain manifests name it too, so both run the archive's image once it is tagged."""
-NAMESPACE = "podpin-system"
-AGENT_TIMEOUT = 900.0
-POD_TIMEOUT = 600.0
-QOS = ("kubepods", "kubepods/burstable", "kubepods/besteffort")
-QOS_FILES = ("cpuset.cpus.effective", "cpu.max")
-"""What a reset must give back: the effective CPUs (a QoS level's ``cpuset.cpus`` is empty before podpin and the
-full set after a reset: both mean every CPU) and the quota."""
-AGENT_LIMIT = "limits:\n              cpu: 200m\n"
-TCG_AGENT_LIMIT = "limits:\n              cpu: 1\n"
-"""The agent's CPU limit in the test: at 200m of an emulated CPU on a loaded host the agent took 9 minutes to start
-(its startup probe allows 10); the only change to the plain manifests (and `--set resources.limits.cpu=1` to helm)."""
+PROMETHEUS_PORT = 9090
+"""Where the test's Prometheus listens: on the guest's loopback (it reaches the agent's pod address, the host does
+not)."""
 CPU_DIVISOR, MEMORY_DIVISOR = 4, 16
 """The examples ask for a two-socket machine; the node has 4 CPUs on 2 NUMA nodes and 4 GiB (example_pods.py)."""
 REJECTED_POD = {
@@ -108,258 +108,39 @@ LATE_POD = {
 """A Guaranteed pod with one whole CPU, created while no agent runs."""
 
 
-@dataclass(slots=True)
-class Story:
-    """The cluster, the release, and what the tests learn on the way (the pods applied, in order)."""
-
-    plane: ControlPlane
-    node: GuestNode
-    release: Release
-    workdir: Path
-    baseline: dict[str, str]
-    applied: list[tuple[str, str]] = field(default_factory=list)
-    """(namespace, name) of the test pods on the node, in creation order."""
-    topology: str = ""
-    """``podpin topology --output json`` of the node, read once (a start of podpin in the loaded TCG guest took
-    over two minutes)."""
-
-    def kubectl(self, *args: str, timeout: float = 120.0, stdin: str | None = None) -> str:
-        return self.plane.admin.run(*args, timeout=timeout, stdin=stdin).stdout
-
-    def helm(self, *args: str, timeout: float = 1500.0) -> str:
-        run = subprocess.run(
-            [str(helm()), "--kubeconfig", str(self.plane.admin.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if run.returncode != 0:
-            raise ClusterError(f"helm {' '.join(args[:2])} failed ({run.returncode}): {run.stderr.strip()[-3000:]}")
-        return run.stdout
-
-
-def _ctr(node: GuestNode, *args: str) -> str:
-    """``ctr -n k8s.io ARGS`` in the guest, against the node's containerd."""
-    ctr = runtime_bin(Path(os.environ.get("PODPIN_VM_DIR", "/tmp/podpin-vm"))) / "ctr"
-    return node.sh(str(ctr), "--address", "/run/containerd/containerd.sock", "-n", "k8s.io", *args).stdout
-
-
-def _qos_files(node: GuestNode) -> dict[str, str]:
-    return {
-        f"{level}/{name}": node.sh("cat", f"/sys/fs/cgroup/{level}/{name}").stdout.strip()
-        for level in QOS
-        for name in QOS_FILES
-    }
-
-
-def _tag_release_image(node: GuestNode, release: Release) -> None:
-    """Name the imported archive's image as a registry serving the release would: by tag and by digest."""
-    listed = _ctr(node, "images", "list", "--quiet").split()
-    imported = [name for name in listed if name.endswith(f"/podpin:{release.version}")]
-    if not imported:
-        raise ClusterError(f"the release's image is not in the node's containerd (it lists {listed})")
-    for target in (f"{REPOSITORY}:{release.version}", f"{REPOSITORY}@{release.image_digest}"):
-        if target not in listed:
-            _ctr(node, "images", "tag", imported[0], target)
-
-
 @pytest.fixture(scope="module")
 def story(k8s_version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
     """A Ready node holding the release's image, its QoS files read, labelled, `kubectl apply -f deploy/daemonset.yaml`
-    done."""
+    done (deploy_story.deployed)."""
     require_vm()
     for reason in (missing_image_inputs(), guest_modules()):
         if reason:
             require_setup(reason)
-    workdir = Path(tmp_path_factory.mktemp("deploy"))
-    release = build_release(workdir / "dist", repository=REPOSITORY)
-    with ControlPlane(workdir / "plane", version=k8s_version) as plane:
-        node = GuestNode(plane, workdir / "node", NodeSpec(cpus=4, numa_nodes=2, images=(release.image_archive,)))
-        try:
-            node.start()
-            _tag_release_image(node, release)
-            baseline = _qos_files(node)
-            plane.admin.run("label", "node", NODE_NAME, "podpin.io/enabled=true")
-            manifest = (REPO / "deploy" / "daemonset.yaml").read_text()
-            assert f"image: {REPOSITORY}:{release.version}\n" in manifest, "the manifests name another image"
-            assert AGENT_LIMIT in manifest, "the manifests set another CPU limit: update AGENT_LIMIT"
-            plane.admin.run("apply", "-f", "-", stdin=manifest.replace(AGENT_LIMIT, TCG_AGENT_LIMIT))
-            yield Story(plane=plane, node=node, release=release, workdir=workdir, baseline=baseline)
-        finally:
-            node.stop()
-
-
-def _agent_pods(story: Story) -> list[dict[str, Any]]:
-    pods: list[dict[str, Any]] = story.plane.admin.json("-n", NAMESPACE, "get", "pods")["items"]
-    return [
-        pod
-        for pod in pods
-        if any(
-            ref["kind"] == "DaemonSet" and ref["name"] == "podpin" for ref in pod["metadata"].get("ownerReferences", [])
-        )
-    ]
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    conditions = pod["status"].get("conditions", [])
-    return pod["metadata"].get("deletionTimestamp") is None and any(
-        c["type"] == "Ready" and c["status"] == "True" for c in conditions
-    )
-
-
-def _wait_agent_ready(story: Story, *, other_than: str | None = None) -> dict[str, Any]:
-    """The agent's one pod, Ready (another than the pod uid `other_than`); on timeout its status and log."""
-
-    def ready() -> bool:
-        pods = _agent_pods(story)
-        return len(pods) == 1 and _ready(pods[0]) and pods[0]["metadata"]["uid"] != other_than
-
-    try:
-        wait_for(
-            "the podpin DaemonSet's pod to be Ready", ready, timeout=AGENT_TIMEOUT, logs=story.node.logs(), every=5
-        )
-    except ClusterError as err:
-        pods = _agent_pods(story)
-        log = story.plane.admin.run("-n", NAMESPACE, "logs", "ds/podpin", "--tail=30", check=False)
-        status = json.dumps([pod["status"] for pod in pods], indent=1)[-3000:]
-        raise ClusterError(f"{err}\n--- agent pods ---\n{status}\n--- agent log ---\n{log.stdout}") from err
-    return _agent_pods(story)[0]
-
-
-def _pod(story: Story, namespace: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = story.plane.admin.json("-n", namespace, "get", "pod", name)
-    return found
-
-
-def _containers(pod: dict[str, Any]) -> list[str]:
-    spec = pod["spec"]
-    sidecars = [c["name"] for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"]
-    return [*sidecars, *(c["name"] for c in spec["containers"])]
-
-
-def _apply_pod(story: Story, manifest: dict[str, Any]) -> None:
-    """Create the pod (and its namespace) and wait until every container runs."""
-    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    story.plane.admin.run("create", "namespace", namespace, check=False)
-    story.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
-    story.applied.append((namespace, name))
-
-    def running() -> bool:
-        statuses = _pod(story, namespace, name)["status"].get("containerStatuses", [])
-        return bool(statuses) and all("running" in s.get("state", {}) for s in statuses)
-
-    wait_for(f"pod {namespace}/{name} to run", running, timeout=POD_TIMEOUT, logs=story.node.logs(), every=3)
-
-
-def _delete_pod(story: Story, namespace: str, name: str) -> None:
-    story.kubectl("-n", namespace, "delete", "pod", name, "--wait=true", timeout=POD_TIMEOUT)
-    story.applied.remove((namespace, name))
-
-
-def _plan(story: Story, pods: list[tuple[str, str]]) -> dict[str, Any]:
-    """``podpin plan --output json`` of `pods` (as the API server has them) on the node's topology, with the
-    agent's ConfigMap."""
-    scratch = story.workdir / f"plan-{time.monotonic_ns()}"
-    scratch.mkdir()
-    topology = scratch / "topology.json"
-    if not story.topology:
-        story.topology = story.node.sh(str(PODPIN), "topology", "--output", "json", timeout=900).stdout
-    topology.write_text(story.topology)
-    config = scratch / "config.yaml"
-    config.write_text(
-        story.plane.admin.json("-n", NAMESPACE, "get", "configmap", "podpin-config")["data"]["config.yaml"]
-    )
-    files = []
-    for index, (namespace, name) in enumerate(pods):
-        path = scratch / f"{index:02d}-{name}.json"
-        path.write_text(json.dumps(_pod(story, namespace, name)))
-        files.append(str(path))
-    run = subprocess.run(
-        [str(PODPIN), "plan", "--output", "json", "--topology", str(topology), "--config", str(config), *files],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert 0 == run.returncode, run.stderr
-    plan: dict[str, Any] = json.loads(run.stdout)
-    return plan
-
-
-def _planned(plan: dict[str, Any], name: str) -> dict[str, str]:
-    pod = next(p for p in plan["pods"] if p["name"] == name)
-    return {c["name"]: str(CPUSet.parse(c["cpus"])) for c in pod["containers"] if c["kind"] != "init"}
-
-
-def _first_view(story: Story, namespace: str, name: str, container: str) -> str:
-    log = story.kubectl("-n", namespace, "logs", name, "-c", container)
-    line = next((line for line in log.splitlines() if line.startswith(FIRST_VIEW_PREFIX)), None)
-    assert line is not None, f"{namespace}/{name}/{container} logged no first view: {log[:500]!r}"
-    return str(CPUSet.parse(line.removeprefix(FIRST_VIEW_PREFIX).strip()))
-
-
-def _now_on(story: Story, pod: dict[str, Any], container: str) -> str:
-    """The CPUs a container's first process may run on now: ``Cpus_allowed_list`` of the first pid of its cgroup,
-    read in the guest."""
-    status = next(s for s in _all_statuses(pod) if s["name"] == container)
-    container_id = status["containerID"].split("://", 1)[1]
-    script = (
-        f'd=$(find /sys/fs/cgroup/kubepods -maxdepth 3 -type d -name "{container_id}"); '
-        'p=$(head -n 1 "$d/cgroup.procs"); grep Cpus_allowed_list "/proc/$p/status"'
-    )
-    line = story.node.sh("sh", "-c", script).stdout.strip()
-    return str(CPUSet.parse(line.split(":", 1)[1].strip()))
-
-
-def _all_statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
-    status = pod["status"]
-    found: list[dict[str, Any]] = [*status.get("initContainerStatuses", []), *status.get("containerStatuses", [])]
-    return found
-
-
-def _cpus_now(story: Story) -> dict[str, str]:
-    """Every test container's CPUs now (:func:`_now_on`), by namespace/pod/container; a read that fails (a container
-    between restarts) is tried again for up to a minute."""
-    seen: dict[str, str] = {}
-
-    def read() -> bool:
-        seen.clear()
-        seen.update(
-            {
-                f"{namespace}/{name}/{container}": _now_on(story, pod, container)
-                for namespace, name in story.applied
-                for pod in (_pod(story, namespace, name),)
-                for container in _containers(pod)
-            }
-        )
-        return True
-
-    wait_for("the containers' CPUs to be read in the guest", read, timeout=60, every=5)
-    return dict(seen)
+    with deployed(k8s_version, Path(tmp_path_factory.mktemp("deploy"))) as told:
+        yield told
 
 
 def _apply_example(story: Story, example: str) -> None:
     """Apply one scaled example; its containers' first views equal the plan over the pods created so far."""
     manifest = scaled_example(example, cpu_divisor=CPU_DIVISOR, memory_divisor=MEMORY_DIVISOR)
-    _apply_pod(story, manifest)
+    apply_pod(story, manifest)
     namespace, name = story.applied[-1]
-    planned = _planned(_plan(story, story.applied), name)
-    seen = {container: _first_view(story, namespace, name, container) for container in planned}
+    planned = planned_cpus(plan_of(story, story.applied), name)
+    seen = {container: first_view(story, namespace, name, container) for container in planned}
     assert planned == seen, f"{namespace}/{name}: planned (left) and first views (right)"
 
 
 def _settled_on_plan(story: Story) -> None:
     """Wait until every test container runs on its planned CPUs (after a release: the pool grows back)."""
-    plan = _plan(story, story.applied)
+    plan = plan_of(story, story.applied)
     expected = {
         f"{namespace}/{name}/{container}": cpus
         for namespace, name in story.applied
-        for container, cpus in _planned(plan, name).items()
+        for container, cpus in planned_cpus(plan, name).items()
     }
     wait_for(
         f"the containers to run on {expected}",
-        lambda: _cpus_now(story) == expected,
+        lambda: cpus_now(story) == expected,
         timeout=180,
         logs=story.node.logs(),
         every=5,
@@ -368,7 +149,7 @@ def _settled_on_plan(story: Story) -> None:
 
 def test_agent_pod_scheduled_started_ready(story: Story) -> None:
     """The DaemonSet's pod lands on the node and becomes Ready under the real kubelet, without restarts."""
-    pod = _wait_agent_ready(story)
+    pod = wait_agent_ready(story)
     assert (NODE_NAME, 0) == (pod["spec"]["nodeName"], pod["status"]["containerStatuses"][0]["restartCount"])
 
 
@@ -394,7 +175,7 @@ def test_pinned_events_and_condition(story: Story) -> None:
     pinned = [e for e in events if e["involvedObject"]["name"] == "trading-engine" and e["reason"] == "Pinned"]
     condition = [
         c
-        for c in _pod(story, "trading", "trading-engine")["status"]["conditions"]
+        for c in get_pod(story, "trading", "trading-engine")["status"]["conditions"]
         if c["type"] == "podpin.io/CPUsPinned"
     ]
     assert (1, "Normal", [("True", "Pinned")]) == (
@@ -421,9 +202,9 @@ def test_kubectl_logs_show_the_allocations(story: Story) -> None:
 def test_a_deleted_pod_gives_its_cpus_back(story: Story) -> None:
     """The trading engine deleted: web runs on the whole node again; the ML loader then takes a bubble (its first
     views are the plan's too)."""
-    _delete_pod(story, "trading", "trading-engine")
+    delete_pod(story, "trading", "trading-engine")
     _settled_on_plan(story)
-    assert {"default/web/nginx": "0-3"} == _cpus_now(story)
+    assert {"default/web/nginx": "0-3"} == cpus_now(story)
     _apply_example(story, "ml-data-loader.yaml")
 
 
@@ -431,9 +212,9 @@ def test_helm_install_of_the_release_moves_nothing(story: Story) -> None:
     """The plain install deleted (the agent stops; the kernel keeps every cpuset), a pod created meanwhile, then the
     release's chart installed by helm (single-numa-node): the new agent runs the released image by digest, adopts
     the pods (nothing moves) and pins the pod created while it was down on its planned CPU."""
-    before = _cpus_now(story)
+    before = cpus_now(story)
     story.kubectl("delete", "-f", str(REPO / "deploy" / "daemonset.yaml"), "--wait=true", timeout=POD_TIMEOUT)
-    _apply_pod(story, LATE_POD)
+    apply_pod(story, LATE_POD)
     notes = story.helm(
         "install",
         "podpin",
@@ -446,18 +227,18 @@ def test_helm_install_of_the_release_moves_nothing(story: Story) -> None:
         "--set",
         "config.topologyManagerPolicy=single-numa-node",
     )
-    pod = _wait_agent_ready(story)
+    pod = wait_agent_ready(story)
     assert (story.release.image, True) == (pod["spec"]["containers"][0]["image"], "NOTES:" in notes), notes
     _settled_on_plan(story)
     # The pinned pod keeps its CPUs; the node shared pool (web's) gives the late pod its CPU, as the plan says.
     pinned = {key for key in before if key.startswith("ml/")}
-    now = _cpus_now(story)
+    now = cpus_now(story)
     assert {key: before[key] for key in pinned} == {key: now[key] for key in pinned}
 
 
 def test_helm_upgrade_moves_nothing(story: Story) -> None:
     """`helm upgrade` changing a key the agents take only at start rolls the agent: nothing moves."""
-    before, old = _cpus_now(story), _agent_pods(story)[0]["metadata"]["uid"]
+    before, old = cpus_now(story), agent_pods(story)[0]["metadata"]["uid"]
     story.helm(
         "upgrade",
         "podpin",
@@ -468,32 +249,47 @@ def test_helm_upgrade_moves_nothing(story: Story) -> None:
         "--set",
         "config.logLevel=debug",
     )
-    _wait_agent_ready(story, other_than=old)
-    assert before == _cpus_now(story)
+    wait_agent_ready(story, other_than=old)
+    assert before == cpus_now(story)
+
+
+def test_helm_rollback_moves_nothing(story: Story) -> None:
+    """`helm rollback` to the install's revision: the ConfigMap says the install's log level again, the agent rolls
+    back to it, helm's history records the rollback; nothing moves."""
+    before, old = cpus_now(story), agent_pods(story)[0]["metadata"]["uid"]
+    story.helm("rollback", "podpin", "1", "--namespace", NAMESPACE)
+    wait_agent_ready(story, other_than=old)
+    config = story.plane.admin.json("-n", NAMESPACE, "get", "configmap", "podpin-config")["data"]["config.yaml"]
+    history = json.loads(story.helm("history", "podpin", "--namespace", NAMESPACE, "--output", "json"))
+    assert (True, "Rollback to 1", before) == (
+        "logLevel: info" in config,
+        history[-1]["description"],
+        cpus_now(story),
+    ), config
 
 
 def test_agent_pod_deleted_and_recreated_moves_nothing(story: Story) -> None:
     """The agent's pod deleted: the DaemonSet controller makes another, which adopts the pods; nothing moves."""
-    before, old = _cpus_now(story), _agent_pods(story)[0]
+    before, old = cpus_now(story), agent_pods(story)[0]
     story.kubectl("-n", NAMESPACE, "delete", "pod", old["metadata"]["name"], "--wait=false")
-    _wait_agent_ready(story, other_than=old["metadata"]["uid"])
-    assert before == _cpus_now(story)
+    wait_agent_ready(story, other_than=old["metadata"]["uid"])
+    assert before == cpus_now(story)
 
 
 def test_kubelet_and_containerd_restarts_move_nothing(story: Story) -> None:
     """A kubelet restart, then a containerd crash and restart: the pods keep their CPUs, the agent stays."""
-    before = _cpus_now(story)
+    before = cpus_now(story)
     story.node.restart_kubelet()
     wait_for(f"Node {NODE_NAME} Ready", story.node.ready, timeout=300, logs=story.node.logs(), every=3)
     story.node.restart_containerd()
-    _wait_agent_ready(story)
-    assert before == _cpus_now(story)
+    wait_agent_ready(story)
+    assert before == cpus_now(story)
 
 
 def _writes(story: Story) -> dict[str, float]:
     """The agent's cgroup write and drift repair counters, from its /metrics on its pod's address, read in the guest
     (the pod network is not reachable from the host)."""
-    address = _agent_pods(story)[0]["status"]["podIP"]
+    address = agent_pods(story)[0]["status"]["podIP"]
     script = f"import urllib.request; print(urllib.request.urlopen('http://{address}:9363/metrics').read().decode())"
     text = story.node.sh(str(GUEST_PYTHON), "-c", script, timeout=600).stdout
     counters: dict[str, float] = {}
@@ -521,21 +317,22 @@ def test_five_minutes_beside_the_kubelet_write_nothing(story: Story) -> None:
 def test_a_rejected_pod_shows_why(story: Story) -> None:
     """The ML loader deleted, a 3-CPU pod bubble under single-numa-node on 2-CPU NUMA nodes: `podpin plan` rejects
     it, and `kubectl describe` shows podpin.io/CPUsPinned False and TopologyAffinityError."""
-    _delete_pod(story, "ml", "imagenet-loader")
-    _delete_pod(story, "default", "late")  # the scheduler's room for 3 CPUs
-    _apply_pod(story, REJECTED_POD)
-    planned = next(p for p in _plan(story, story.applied)["pods"] if p["name"] == "too-wide")
+    delete_pod(story, "ml", "imagenet-loader")
+    delete_pod(story, "default", "late")  # the scheduler's room for 3 CPUs
+    apply_pod(story, REJECTED_POD)
+    planned = next(p for p in plan_of(story, story.applied)["pods"] if p["name"] == "too-wide")
 
     def condition() -> dict[str, Any] | None:
         found = [
             c
-            for c in _pod(story, "default", "too-wide")["status"].get("conditions", [])
+            for c in get_pod(story, "default", "too-wide")["status"].get("conditions", [])
             if c["type"] == "podpin.io/CPUsPinned"
         ]
         return found[0] if found else None
 
     wait_for("too-wide's podpin.io/CPUsPinned condition", lambda: condition() is not None, timeout=180, every=3)
     described = story.kubectl("-n", "default", "describe", "pod", "too-wide")
+    (story.workdir / "too-wide.describe.txt").write_text(described)  # kept for the issue's note
     shown = [line.split() for line in described.splitlines() if "podpin.io/CPUsPinned" in line]
     found = condition()
     assert found is not None
@@ -552,8 +349,145 @@ def test_a_rejected_pod_shows_why(story: Story) -> None:
     ), described
 
 
+def _monitoring(story: Story) -> dict[str, dict[str, Any]]:
+    """The release's ServiceMonitor and PrometheusRule, rendered from its chart with the values the cluster's
+    release was installed with and monitoring on (the cluster has no monitoring.coreos.com CRDs to hold them)."""
+    values = story.workdir / "monitoring-values.yaml"
+    values.write_text(story.helm("get", "values", "podpin", "--namespace", NAMESPACE, "--output", "yaml"))
+    rendered = story.helm(
+        "template",
+        "podpin",
+        str(story.release.chart),
+        "--namespace",
+        NAMESPACE,
+        "--values",
+        str(values),
+        "--set",
+        "monitoring.serviceMonitor.enabled=true",
+        "--set",
+        "monitoring.prometheusRule.enabled=true",
+        "--show-only",
+        "templates/servicemonitor.yaml",
+        "--show-only",
+        "templates/prometheusrule.yaml",
+    )
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(rendered) if doc}
+
+
+_ASK_PROMETHEUS = """
+import json, sys, urllib.request
+answers = {}
+for key, path in json.loads(sys.argv[1]).items():
+    try:
+        answers[key] = json.load(urllib.request.urlopen("http://127.0.0.1:%d/api/v1/" + path, timeout=60))
+    except (OSError, ValueError) as err:
+        answers[key] = {"status": "error", "error": repr(err)}
+print(json.dumps(answers))
+"""
+"""One guest Python run for many questions to the guest's Prometheus: key -> API path, printed as key -> answer."""
+
+
+def _ask_prometheus(story: Story, paths: dict[str, str]) -> dict[str, Any]:
+    script = _ASK_PROMETHEUS % PROMETHEUS_PORT
+    answers: dict[str, Any] = json.loads(
+        story.node.sh(str(GUEST_PYTHON), "-c", script, json.dumps(paths), timeout=600).stdout
+    )
+    return answers
+
+
+def _query(expression: str) -> str:
+    return "query?query=" + urllib.parse.quote(expression)
+
+
+def _results(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The vector of an instant query's answer (empty when Prometheus answered an error)."""
+    found: list[dict[str, Any]] = answer.get("data", {}).get("result", []) if answer.get("status") == "success" else []
+    return found
+
+
+def test_prometheus_scrapes_the_agent_and_the_rejection_alerts_fire(story: Story) -> None:
+    """A real Prometheus (in the guest, beside the pod network) scrapes the agent through the metrics Service's
+    EndpointSlices as the release's ServiceMonitor says (monitoring.py does the operator's part), its series labelled
+    with the node; the release's PrometheusRule loaded. A second rejection while it scrapes: of every alert's
+    expression exactly the two rejection alerts' return series (the rejected pod, the reason), PodpinPodsRejected
+    fires and PodpinPodsRunningUnpinned waits out its 15 minutes (pending) (issues 16 and 19)."""
+    objects = _monitoring(story)
+    monitor, rule = objects["ServiceMonitor"], objects["PrometheusRule"]
+    services = story.plane.admin.json("get", "services", "--all-namespaces")["items"]
+    slices = story.plane.admin.json("get", "endpointslices", "--all-namespaces")["items"]
+    groups = file_sd_groups(monitor, services, slices)
+    agent = agent_pods(story)[0]
+    assert [[f"{agent['status']['podIP']}:9363"]] == [group["targets"] for group in groups], slices
+    home = story.node.shared / "prometheus"
+    home.mkdir()
+    (home / "targets.json").write_text(json.dumps(groups))
+    (home / "rules.yaml").write_text(yaml.safe_dump(rule_file(rule)))
+    config = prometheus_config(
+        monitor,
+        targets_file=str(home / "targets.json"),
+        rules_file=str(home / "rules.yaml"),
+        evaluation_interval="10s",
+    )
+    (home / "prometheus.yml").write_text(yaml.safe_dump(config))
+    argv = [
+        "/usr/bin/prometheus",
+        f"--config.file={home / 'prometheus.yml'}",
+        "--storage.tsdb.path=/run/podpin-test-prometheus",
+        f"--web.listen-address=127.0.0.1:{PROMETHEUS_PORT}",
+    ]
+    story.node.start_process("prometheus", argv)
+    try:
+        up: list[dict[str, Any]] = []
+
+        def scraped() -> bool:
+            up[:] = _results(_ask_prometheus(story, {"up": _query('up{job="podpin-metrics"}')})["up"])
+            return [item["value"][1] for item in up] == ["1"]
+
+        wait_for(
+            "Prometheus to scrape the agent",
+            scraped,
+            timeout=900,
+            logs=[story.node.shared / "prometheus.log"],
+            every=10,
+        )
+        delete_pod(story, "default", "too-wide")
+        apply_pod(story, REJECTED_POD)
+        alerts: list[dict[str, Any]] = []
+
+        def fired() -> bool:
+            alerts[:] = _ask_prometheus(story, {"alerts": "alerts"})["alerts"].get("data", {}).get("alerts", [])
+            return any(a["labels"]["alertname"] == "PodpinPodsRejected" and a["state"] == "firing" for a in alerts)
+
+        wait_for(
+            "PodpinPodsRejected to fire", fired, timeout=900, logs=[story.node.shared / "prometheus.log"], every=10
+        )
+        expressions = alert_expressions(rule)
+        answers = _ask_prometheus(story, {name: _query(expr) for name, expr in expressions.items()})
+        returned = {name: [item["metric"] for item in _results(answers[name])] for name in expressions}
+        (story.workdir / "alerts.json").write_text(json.dumps({"alerts": alerts, "up": up}, indent=1))
+        assert (
+            {"__name__", "endpoint", "instance", "job", "node", "service"},
+            {
+                "PodpinPodsRejected": [{"node": NODE_NAME, "reason": "TopologyAffinityError"}],
+                "PodpinPodsRunningUnpinned": [{"node": NODE_NAME}],
+            },
+            [
+                ("PodpinPodsRejected", "firing", NODE_NAME, "TopologyAffinityError"),
+                ("PodpinPodsRunningUnpinned", "pending", NODE_NAME, None),
+            ],
+        ) == (
+            set(up[0]["metric"]),
+            {name: found for name, found in returned.items() if found},
+            sorted(
+                (a["labels"]["alertname"], a["state"], a["labels"]["node"], a["labels"].get("reason")) for a in alerts
+            ),
+        ), answers
+    finally:
+        story.node.stop_process("prometheus")
+
+
 def test_helm_uninstall_resets_the_node(story: Story) -> None:
     """`helm uninstall`: the pre-delete hook resets the node before the agents go; the QoS levels' effective
     cpusets and quotas are what they were before podpin ever ran."""
     story.helm("uninstall", "podpin", "--namespace", NAMESPACE, "--wait", "--timeout", "20m")
-    assert story.baseline == _qos_files(story.node)
+    assert story.baseline == qos_files(story.node)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.cluster.controlplane import NODE_NAME, ControlPlane
-from tests.cluster.node import GuestNode
+from tests.cluster.node import GuestNode, cluster_runtime
 from tests.cluster.procs import tail, wait_for
 from tests.vm.ociimage import FIRST_VIEW_PREFIX, PROBE_IMAGE
 
@@ -26,12 +26,14 @@ PROBE_POD = {
 
 
 def test_kubelet_registers_ready(cluster: tuple[ControlPlane, GuestNode], k8s_version: str) -> None:
-    """The Node is Ready with the pinned kubelet on containerd, at its address on QEMU's network."""
+    """The Node is Ready with the pinned kubelet on the chosen containerd (``PODPIN_CLUSTER_RUNTIME``), at its address
+    on QEMU's network."""
     plane, _ = cluster
     node = plane.admin.json("get", "node", NODE_NAME)
     info = node["status"]["nodeInfo"]
     assert k8s_version == info["kubeletVersion"]
-    assert info["containerRuntimeVersion"].startswith("containerd://1.7"), info
+    runtime = cluster_runtime()
+    assert info["containerRuntimeVersion"].startswith(f"containerd://{runtime.version}"), info
     addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
     assert "10.0.0.15" == addresses["InternalIP"]
 

@@ -3,7 +3,8 @@
 The smoke runs assert that each bench produced its figures (the keys, a
 provenance naming a commit and a machine), never their values: timed
 assertions would flake on a shared CI machine (``docs/style.md``, "Tests").
-The two benches that boot the QEMU guest run from ``tests/vm/test_vm_benches.py``.
+The two benches that boot the QEMU guest run from ``tests/vm/test_vm_benches.py``, the cluster's from
+``tests/cluster/test_cluster_bench.py``.
 """
 
 from __future__ import annotations
@@ -70,8 +71,8 @@ def test_every_fast_bench_produces_its_figures_in_smoke_mode(script: str, tmp_pa
 
 
 def test_every_bench_script_is_covered_by_a_smoke_test() -> None:
-    """A new bench without a smoke test fails here (the VM benches are in tests/vm)."""
-    vm = {"bench_pin_latency_vm.py", "bench_pin_window.py"}
+    """A new bench without a smoke test fails here (the VM benches are in tests/vm, the cluster's in tests/cluster)."""
+    vm = {"bench_pin_latency_vm.py", "bench_pin_window.py", "bench_cluster.py"}
     expected = {path.name for path in (REPO / "scripts").glob("bench_*.py")} - {"bench_report.py"}
     assert expected == set(FAST_BENCHES) | vm
 

@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from agent.httpserve import BoundedHTTPServer, Limits, Request, Response, effective_max_connections
+from tests.support.agentfixture import wait_until
 
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 PROBE_TIMEOUT = 1.0  # the kubelet's default timeoutSeconds
@@ -36,14 +37,16 @@ class Server:
         listener.listen(128)
         self.port = int(listener.getsockname()[1])
         self.dropped: list[str] = []
+        self.big_requests = 0
+        """How many ``/big`` requests the handler has answered (the server's thread counts, tests read)."""
         self.server = BoundedHTTPServer(listener, self._answer, limits=limits, on_drop=self.dropped.append)
         self.server.start()
 
-    @staticmethod
-    def _answer(request: Request) -> Response:
+    def _answer(self, request: Request) -> Response:
         if request.path == "/boom":
             raise RuntimeError("handler broke")
         if request.path == "/big":
+            self.big_requests += 1
             return Response(status=200, content_type="text/plain", body=b"x" * (8 << 20))
         return Response(status=200, content_type="text/plain", body=f"{request.method} {request.path}\n".encode())
 
@@ -118,7 +121,9 @@ def test_probes_answer_while_every_connection_is_answering_a_client_that_never_r
         client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
         client.send(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
     try:
-        time.sleep(0.3)
+        # Every connection must be answering before the probes arrive: one still waiting for its request would
+        # rightly be closed to make room for a probe (a loaded CI machine read only 31 requests within 0.3 s).
+        wait_until(lambda: server.big_requests == 32, FLOOD_PROBE_TIMEOUT, "every /big request read")
         paths = ["/healthz" if n % 2 else "/readyz" for n in range(20)]
         answers = [server.probe(path, timeout=FLOOD_PROBE_TIMEOUT)[0] for path in paths]
         other = socket.create_connection(("127.0.0.1", server.port), timeout=5)

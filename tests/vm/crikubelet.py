@@ -23,7 +23,7 @@ import contextlib
 import errno
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,8 +143,9 @@ class CRIKubelet:
         write(path, "cpu.max", spec.kubelet_cpu_max)
         return path
 
-    def run_sandbox(self, spec: PodSpec, cgroup: Path) -> PodRun:
-        """``RunPodSandbox`` in ``cgroup`` (host network, no hostname), its log directory made first."""
+    def run_sandbox(self, spec: PodSpec, cgroup: Path, *, annotations: Mapping[str, str] | None = None) -> PodRun:
+        """``RunPodSandbox`` in ``cgroup`` (host network, no hostname), its log directory made first; ``annotations``
+        are the pod's (the kubelet passes them; NRI hands them to plugins in every PodSandbox)."""
         log_dir = self.log_root / f"{spec.namespace}_{spec.name}_{spec.uid}"
         log_dir.mkdir(parents=True, exist_ok=True)
         config = pb.PodSandboxConfig(
@@ -155,6 +156,7 @@ class CRIKubelet:
                 "io.kubernetes.pod.namespace": spec.namespace,
                 "io.kubernetes.pod.uid": spec.uid,
             },
+            annotations=dict(annotations or {}),
             linux=pb.LinuxPodSandboxConfig(
                 cgroup_parent="/" + str(cgroup.relative_to(self.root)),
                 security_context=pb.LinuxSandboxSecurityContext(

@@ -45,6 +45,7 @@ __all__ = [
     "Step",
     "VMConfig",
     "VMRunError",
+    "kernel_stalled",
     "missing_setup",
     "require_vm",
     "VM_TESTS",
@@ -158,6 +159,20 @@ class VMRunError(RuntimeError):
     """The VM did not boot, timed out, or the scenario crashed before finishing; carries the evidence."""
 
 
+KERNEL_STALL_MARKERS = ("BUG: soft lockup", "detected stalls on CPUs/tasks")
+"""What the guest's kernel prints when its vCPUs were starved: a soft lockup, an RCU stall."""
+
+
+def kernel_stalled(console: str) -> bool:
+    """Whether the guest's kernel reported a soft lockup or an RCU stall.
+
+    Under TCG on a loaded two-core host an 8-vCPU guest can livelock in the kernel itself (seen: every vCPU spinning
+    in page allocation and text patching from 50 s after boot, the scenario frozen until its hang guard, 30 min):
+    the emulator's failure, not the scenario's, which is why :func:`run_scenario` may boot once more for it.
+    """
+    return any(marker in console for marker in KERNEL_STALL_MARKERS)
+
+
 class GuestStepError(AssertionError):
     """A scenario step raised inside the guest; the message holds its traceback and the stderr tail."""
 
@@ -255,16 +270,47 @@ def run_scenario(
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     python: str | None = None,
+    stall_retries: int = 0,
 ) -> GuestRun:
     """Boot the VM, run ``script`` in it with the venv's interpreter, and collect the results.
 
     ``workdir`` is shared read-write with the guest (``VM_RW``): the results file, the guest console copy
-    and any logs the scenario writes land there.
+    and any logs the scenario writes land there. With ``stall_retries``, a run that failed while the guest's kernel
+    reported a lockup (:func:`kernel_stalled`) is run again, at most that many times, each in a fresh sibling
+    directory ``<workdir>-stalled-retry<N>`` (the failed run's files stay where they are, for the record); only for
+    scenarios that write all their files themselves. Each retry is said on stderr with the failed run's message.
 
     Raises:
         VMRunError: the VM did not boot or finish, or the scenario crashed before completing its results;
             the message has the exit status, the steps recorded, and the guest stderr and console tails.
     """
+    for attempt in range(stall_retries + 1):
+        directory = workdir if attempt == 0 else workdir.with_name(f"{workdir.name}-stalled-retry{attempt}")
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            return _run_once(script, config, directory, args=args, env=env, python=python)
+        except VMRunError as err:
+            console = directory / "console.log"
+            stalled = console.exists() and kernel_stalled(console.read_text(errors="replace"))
+            if not stalled or attempt == stall_retries:
+                raise
+            sys.stderr.write(
+                f"run_scenario: the guest's kernel stalled (soft lockup / RCU stall) in {script.stem}; "
+                f"booting again (retry {attempt + 1} of {stall_retries}). The failed run: {str(err)[:2000]}\n"
+            )
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _run_once(
+    script: Path,
+    config: VMConfig,
+    workdir: Path,
+    *,
+    args: Sequence[str],
+    env: Mapping[str, str] | None,
+    python: str | None,
+) -> GuestRun:
+    """One boot of :func:`run_scenario`."""
     directory = vm_dir()
     workdir = workdir.resolve()
     if any(c in str(workdir) for c in " ,"):

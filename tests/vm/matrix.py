@@ -51,9 +51,26 @@ class RuntimeChoice:
         return built_root / "runc" / "bin" / "runc" if self.built else vm_dir / "runtime" / "bin" / "runc"
 
     @property
+    def splits_synchronize(self) -> bool:
+        """NRI v0.11+ (read in its ``pkg/adaptation/plugin.go``): a Synchronize past ttrpc's 4 MiB message limit is
+        sent again in ``more`` chunks; v0.6 (containerd 1.7) fails to synchronize the plugin instead."""
+        return self._nri_at_least(0, 11)
+
+    @property
+    def tells_request_timeout(self) -> bool:
+        """NRI v0.7+ (``ConfigureRequest`` fields 4 and 5): the runtime says its ``plugin_request_timeout`` at
+        Configure; v0.6 (containerd 1.7) does not (podpin's connection then shows NRI's default 2 s, while each
+        request's ttrpc deadline still carries the real timeout)."""
+        return self._nri_at_least(0, 7)
+
+    def _nri_at_least(self, major: int, minor: int) -> bool:
+        own_major, own_minor = (int(part) for part in self.nri.removeprefix("v").split(".")[:2])
+        return (own_major, own_minor) >= (major, minor)
+
+    @property
     def dedicated_events(self) -> bool:
         """NRI v0.12+: RunPodSandbox and the others are their own calls (StateChange is deprecated)."""
-        return self.nri.startswith("v0.12")
+        return self._nri_at_least(0, 12)
 
 
 MATRIX: dict[str, RuntimeChoice] = {

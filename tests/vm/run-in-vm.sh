@@ -13,6 +13,7 @@
 #   VM_CONSOLE_LOG (file that receives a copy of the guest console after every run, also on success)
 #   VM_TIMEOUT (300 s, per boot)  VM_BOOT_RETRIES (1: re-boot if the guest never reached CMD)
 #   VM_BOOT_TIMEOUT (60 s: a boot that has not started CMD by then counts as hung; 0 = no limit)
+#   VM_POWEROFF_GRACE (20 s: a guest that recorded CMD's exit code but is still up then is stopped)
 #   VM_RW="dir1 dir2" host dirs writable in the guest
 #   (default: none; /tmp, /var/tmp, /root are writable tmpfs overlays that vanish)
 #   VM_CGROUP_ENABLE (+cpu,+cpuset; empty = leave root subtree_control alone)
@@ -26,6 +27,7 @@ VM_DIR=${VM_DIR:-${PODPIN_VM_DIR:-/tmp/podpin-vm}}
 CPUS=${VM_CPUS:-8}; NODES=${VM_NODES:-2}; MEM=${VM_MEM_MB:-2048}
 SOCKETS=${VM_SOCKETS:-$NODES}; THREADS=${VM_THREADS:-1}
 TIMEOUT=${VM_TIMEOUT:-300}; ACCEL=${VM_ACCEL:-tcg}; BOOT_TIMEOUT=${VM_BOOT_TIMEOUT:-60}
+POWEROFF_GRACE=${VM_POWEROFF_GRACE:-20}
 CG=${VM_CGROUP_ENABLE-+cpu,+cpuset}
 [ -s "$VM_DIR/kernel" ] && [ -s "$VM_DIR/initramfs.cpio" ] && command -v qemu-system-x86_64 >/dev/null \
   || { echo "run-in-vm: run tests/vm/vm-setup.sh first (VM_DIR=$VM_DIR)" >&2; exit 125; }
@@ -67,12 +69,13 @@ cpu=${VM_CPU_MODEL:-Haswell-noTSX-IBRS,-pcid,-x2apic,-tsc-deadline,-invpcid,-spe
 [ "${ACCEL%%,*}" = kvm ] && cpu=${VM_CPU_MODEL:-host}
 
 boot() {   # one VM boot; sets qrc
-  : > "$T/rc"; rm -f "$T/out" "$T/err" "$T/console.log" "$T/boot-timeout"
+  : > "$T/rc"; rm -f "$T/out" "$T/err" "$T/qemu.err" "$T/console.log" "$T/boot-timeout" "$T/reaped"
   # Guest stdout/stderr arrive through FIFOs relayed by cat, so our own fds keep
   # normal offset semantics (a chardev opened on /dev/stdout would bypass them).
   mkfifo "$T/out" "$T/err"
   cat "$T/out" & c1=$!
   cat "$T/err" >&2 & c2=$!
+  # qemu's own messages are printed after the guest's (below), so the guest's stderr always comes first.
   timeout -k 5 "$TIMEOUT" qemu-system-x86_64 \
     -accel "$ACCEL" -machine pc -bios /usr/share/qemu/qboot.rom -cpu "$cpu" \
     -m "$MEM" -smp "$CPUS,sockets=$SOCKETS,cores=$((CPUS / SOCKETS / THREADS)),threads=$THREADS" "${numa[@]}" \
@@ -84,20 +87,34 @@ boot() {   # one VM boot; sets qrc
     -chardev "file,id=out,path=$T/out" -device virtserialport,chardev=out,name=vm.stdout \
     -chardev "file,id=err,path=$T/err" -device virtserialport,chardev=err,name=vm.stderr \
     -chardev "file,id=rc,path=$T/rc" -device virtserialport,chardev=rc,name=vm.rc \
-    "${console[@]}" -display none -monitor none -nodefaults -no-user-config -no-reboot ${VM_QEMU_OPTS:-} </dev/null &
+    "${console[@]}" -display none -monitor none -nodefaults -no-user-config -no-reboot ${VM_QEMU_OPTS:-} \
+    </dev/null 2>"$T/qemu.err" &
   qpid=$!
-  if (( BOOT_TIMEOUT > 0 )); then   # a hung boot costs BOOT_TIMEOUT, not TIMEOUT (hangs happen before CMD starts)
-    ( for ((s = 0; s < BOOT_TIMEOUT * 4; s++)); do
-        sleep 0.25; grep -q '^started' "$T/rc" 2>/dev/null && exit 0; kill -0 $qpid 2>/dev/null || exit 0
-      done
-      echo "$BOOT_TIMEOUT" > "$T/boot-timeout"; kill $qpid ) &
-    wpid=$!
-  fi
+  # The watcher: a hung boot costs BOOT_TIMEOUT, not TIMEOUT (hangs happen before CMD starts); a guest that
+  # recorded CMD's exit code but has not powered off POWEROFF_GRACE s later (a TCG guest starved on a loaded
+  # machine, seen in CI) is stopped then, instead of at TIMEOUT: its answer is already in.
+  ( for ((s = 0; ; s++)); do
+      sleep 0.25; kill -0 $qpid 2>/dev/null || exit 0
+      if grep -q '^rc=' "$T/rc" 2>/dev/null; then
+        for ((g = 0; g < POWEROFF_GRACE * 4; g++)); do sleep 0.25; kill -0 $qpid 2>/dev/null || exit 0; done
+        : > "$T/reaped"; kill $qpid; exit 0
+      fi
+      if (( BOOT_TIMEOUT > 0 && s >= BOOT_TIMEOUT * 4 )) && ! grep -q '^started' "$T/rc" 2>/dev/null; then
+        echo "$BOOT_TIMEOUT" > "$T/boot-timeout"; kill $qpid; exit 0
+      fi
+    done ) &
+  wpid=$!
   wait $qpid; qrc=$?; qpid=
-  [ -n "$wpid" ] && { kill $wpid 2>/dev/null; wait $wpid 2>/dev/null; wpid=; }
+  kill $wpid 2>/dev/null; wait $wpid 2>/dev/null; wpid=
   # If qemu died before opening the FIFOs, a no-op open (O_RDWR never blocks) lets the cats finish.
   exec 3<>"$T/out" 4<>"$T/err"; exec 3>&- 4>&-
   wait $c1 $c2 2>/dev/null; c1=; c2=
+  if [ -f "$T/reaped" ]; then   # qemu's "terminating on signal" is ours, not news
+    grep -v 'terminating on signal' "$T/qemu.err" >&2
+    echo "run-in-vm: the guest recorded its exit code but did not power off within $POWEROFF_GRACE s; qemu stopped" >&2
+  else
+    cat "$T/qemu.err" >&2
+  fi
 }
 
 for ((attempt = 0; ; attempt++)); do

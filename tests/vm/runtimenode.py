@@ -243,9 +243,16 @@ class RuntimeNode:
             raise RuntimeError("start_runtime() first")
         return self.kubelet
 
-    def restart_containerd(self) -> float:
-        """SIGKILL containerd and start it again over the same state (shims and containers keep running)."""
-        self.containerd.restart()
+    def restart_containerd(self, *, nri_request_timeout: str | None = None) -> float:
+        """SIGKILL containerd and start it again over the same state (shims and containers keep running); with
+        ``nri_request_timeout``, the new daemon's NRI ``plugin_request_timeout`` is that (for example ``1s``)."""
+        if nri_request_timeout is None:
+            self.containerd.restart()
+            return self.containerd.start_seconds[-1]
+        self.containerd.kill()
+        config = self.containerd_config(nri=self.containerd.config.nri, request_timeout=nri_request_timeout)
+        self.containerd = Containerd(config, log_path=self.containerd.log_path)
+        self.cri.client = self.containerd.start()
         return self.containerd.start_seconds[-1]
 
     def use_mode(self, mode: Mode) -> None:
@@ -357,12 +364,14 @@ class RuntimeNode:
         *,
         status_delay: float | None,
         names: Sequence[str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> PodRun:
-        """What the kubelet does for a bound pod: pod cgroup (watched), sandbox, each container created and
-        started; each container's status is published ``status_delay`` s after it started (None: never)."""
+        """What the kubelet does for a bound pod: pod cgroup (watched), sandbox (with the pod's ``annotations``),
+        each container of ``names`` (default: all) created and started; each container's status is published
+        ``status_delay`` s after it started (None: never)."""
         cgroup = self.cri.create_pod_cgroup(spec)
         self.observer.watch_pod(cgroup)
-        run = self.cri.run_sandbox(spec, cgroup)
+        run = self.cri.run_sandbox(spec, cgroup, annotations=annotations)
         self.runs[spec.uid] = run
         order = [c.name for c in spec.containers if c.sidecar] + [c.name for c in spec.containers if not c.sidecar]
         for name in order if names is None else names:

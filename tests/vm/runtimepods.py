@@ -25,6 +25,9 @@ from tests.vm.agentpods import ContainerSpec, PodSpec, classic_guaranteed_pod, p
 
 __all__ = [
     "STATUS_DELAY",
+    "BALLAST_BYTES",
+    "ballast_annotations",
+    "ballast_pod",
     "bench_pod",
     "cache_pod",
     "doomed_pod",
@@ -63,6 +66,31 @@ def late_pod(order: int, *, suffix: str = "9") -> PodSpec:
     """A classic 1-CPU pod started after containerd was restarted; ``suffix`` (one hex digit) varies its uid (and
     so its log directory) for a second restart in the same boot."""
     return classic_guaranteed_pod("after-restart", f"6a1b2c3d-4e5f-4061-8273-94a5b6c7d8e{suffix}", order)
+
+
+BALLAST_BYTES = 900 << 10
+"""The annotation bytes of one ballast pod: six of them make a Synchronize larger than ttrpc's 4 MiB message."""
+
+
+def ballast_pod(order: int, index: int) -> PodSpec:
+    """Ballast pod ``index`` (0-15): one Burstable 100m container, on the shared pool; only its sandbox is run, with
+    :func:`ballast_annotations`, to make the runtime's Synchronize large."""
+    return PodSpec(
+        name=f"ballast-{index}",
+        namespace="default",
+        uid=f"ba11a570-0000-4000-8000-00000000000{index:x}",
+        created=timestamp(order),
+        qos="burstable",
+        containers=(
+            ContainerSpec(name="main", cpu_request="100m", cpu_limit=None, memory_request="16Mi", memory_limit=None),
+        ),
+    )
+
+
+def ballast_annotations(index: int) -> dict[str, str]:
+    """:data:`BALLAST_BYTES` of pod annotations (a real pod's are capped at 256 KiB by the API server, but 110 pods
+    of 40 KiB each make a Synchronize of the same size)."""
+    return {f"ballast.podpin.test/{index}": "x" * BALLAST_BYTES}
 
 
 def restart_pod(order: int) -> PodSpec:

@@ -23,13 +23,16 @@ Steps (one VM boot, 8 vCPUs on 2 NUMA nodes; see ``runtimenode.py`` for the node
 - ``mode_nri``: every pod deleted; containerd restarted with its NRI section on; a fresh ``podpin run`` in NRI
   mode (no runtime state visible: only NRI, or the status seconds later, names a container); the story and
   cache pods as in the other modes.
-- ``nri_restart_containerd``: containerd SIGKILLed and started again while podpin runs: podpin registers
-  again (a second Synchronize), nothing moves, and a pod started afterwards is answered through NRI.
+- ``nri_restart_containerd``: containerd SIGKILLed and started again, with NRI's ``plugin_request_timeout`` at 1 s,
+  while podpin runs: podpin registers again (a second Synchronize) and takes the 1 s budget, nothing moves, and a
+  pod started afterwards is answered through NRI within it.
 - ``nri_restart_agent``: podpin SIGKILLed and started again: Synchronize names every running container
   (adoption), nothing moves.
 - ``nri_delete_during_create``: the doomed pod of ``delete_during_create`` again, in NRI mode.
 - ``nri_resize``: an in-place resize (UpdateContainerResources without a cpuset) of a container whose pool changed
   since it was created: NRI's UpdateContainer is answered from the plan, so ``runc update`` writes the planned set.
+- ``nri_big_sync``: six pods with 900 KiB of annotations each, then podpin restarted: the runtime's Synchronize
+  exceeds ttrpc's 4 MiB and arrives in ``more`` chunks (NRI v0.11+; skipped on 1.7), nothing moves.
 - ``runtime_log``: containerd's log lines about deprecated StateChange use and NRI errors.
 
 In the ``api`` and ``bundle`` steps podpin keeps its default ``nri.enabled: true`` while containerd's NRI is
@@ -53,6 +56,8 @@ from tests.vm.matrix import MATRIX
 from tests.vm.runtimenode import MODES, RuntimeNode, container_records
 from tests.vm.runtimepods import (
     STATUS_DELAY,
+    ballast_annotations,
+    ballast_pod,
     cache_pod,
     doomed_pod,
     late_pod,
@@ -190,13 +195,16 @@ def nri_mode_step(node: RuntimeNode, out: dict[str, Any]) -> None:
 
 
 def nri_restart_containerd_step(node: RuntimeNode, out: dict[str, Any]) -> None:
-    """containerd crashes and comes back while podpin runs in NRI mode: podpin registers again."""
+    """containerd crashes and comes back, now with NRI's ``plugin_request_timeout`` at 1 s, while podpin runs in NRI
+    mode: podpin registers again, takes the runtime's 1 s budget, and answers a new pod within it."""
     since = len(node.agent_events())
     before = node.cpusets()
     pid = node.containerd.pid
-    out["containerd_restart_s"] = node.restart_containerd()
+    out["containerd_restart_s"] = node.restart_containerd(nri_request_timeout="1s")
     out["containerd_pids"] = [pid, node.containerd.pid]
-    out["synchronized"] = len(node.wait_synchronized(since))
+    synchronized = node.wait_synchronized(since)
+    out["synchronized"] = len(synchronized)
+    out["request_timeout"] = synchronized[-1].get("request_timeout")
     out["before"], out["after"] = before, node.cpusets()
     spec = late_pod(7, suffix="d")
     plan = node.start_pods([spec], ociimage.PROBE_IMAGE, status_delay=STATUS_DELAY)
@@ -265,6 +273,44 @@ def nri_resize_step(node: RuntimeNode, out: dict[str, Any]) -> None:
     out["metrics"] = node.metrics()
 
 
+BALLAST_PODS = 6
+"""Ballast pods of :data:`~tests.vm.runtimepods.BALLAST_BYTES` each: a Synchronize of about 5.4 MiB."""
+
+
+def nri_big_sync_step(node: RuntimeNode, out: dict[str, Any]) -> None:
+    """A Synchronize larger than ttrpc's 4 MiB message: the runtime splits it into ``more`` chunks (NRI v0.11+).
+
+    Six ballast pods run their sandboxes with 900 KiB of annotations each (NRI hands a pod's annotations to plugins
+    in every PodSandbox); podpin is SIGKILLed and started again, and the runtime's Synchronize of every pod and
+    container now exceeds 4 MiB: containerd's first attempt fails on its side, it resends in chunks, podpin
+    collects them into one adoption. Recorded: what the agent said of the Synchronize (``nri.synchronized``), the
+    cpusets before and after, the sandboxes running, and containerd's NRI errors. Skipped for a runtime whose NRI
+    does not split (1.7: the plugin could never synchronize)."""
+    if not node.runtime.splits_synchronize:
+        out["skipped"] = f"{node.runtime.name} vendors NRI {node.runtime.nri}, which does not split a Synchronize"
+        return
+    specs = [ballast_pod(20 + i, i) for i in range(BALLAST_PODS)]
+    for spec in specs:
+        node.status.publish(spec)
+    node.wait_admitted(specs)
+    for index, spec in enumerate(specs):
+        node.start_pod(spec, ociimage.SLEEP_IMAGE, status_delay=None, names=(), annotations=ballast_annotations(index))
+    before = node.cpusets()
+    node.kill_agent()
+    since = len(node.agent_events())
+    node.start_agent(MODES["nri"], fresh_state=False)  # returns once it synchronized
+    time.sleep(SETTLE)
+    synchronized = [e for e in node.agent_events()[since:] if e.get("event") == "nri.synchronized"]
+    out["synchronized"] = synchronized[-1] if synchronized else None
+    out["before"], out["after"] = before, node.cpusets()
+    out["sandboxes"] = len(node.runs)
+    out["containers"] = sum(len(run.containers) for run in node.runs.values())
+    out["nri_warnings"] = [e for e in nri_events(node, since) if e.get("level") in ("warning", "error")]
+    log = node.containerd.log_path.read_text(errors="replace").splitlines()
+    out["split_refused"] = [line[-300:] for line in log if "split sync" in line]
+    node.delete_pods(specs)
+
+
 def runtime_log_step(node: RuntimeNode) -> dict[str, Any]:
     """What containerd logged about the plugin: NRI's deprecated-StateChange warnings (none expected where NRI calls
     the dedicated methods: podpin implements them), and its NRI errors."""
@@ -307,6 +353,8 @@ def main() -> int:
             nri_delete_during_create_step(node, out)
         with sc.step("nri_resize") as out:
             nri_resize_step(node, out)
+        with sc.step("nri_big_sync") as out:
+            nri_big_sync_step(node, out)
         with sc.step("runtime_log") as out:
             out.update(runtime_log_step(node))
     finally:

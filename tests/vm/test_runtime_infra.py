@@ -316,3 +316,23 @@ def test_matrix_nri_versions_are_the_vendored_ones() -> None:
             vendored = re.search(r"github.com/containerd/nri (v[0-9.]+)", text)
             found[choice.name] = vendored.group(1) if vendored else None
     assert {n: c.nri for n, c in matrix.MATRIX.items() if c.built} == found
+
+
+def test_matrix_knows_which_runtimes_split_a_large_synchronize() -> None:
+    """NRI v0.11+ resends a Synchronize past 4 MiB in ``more`` chunks; containerd 1.7's v0.6.1 does not, so the
+    big-Synchronize step runs on the 2.x runtimes only."""
+    actual = {name: choice.splits_synchronize for name, choice in matrix.MATRIX.items()}
+    assert {"containerd-1.7": False, "containerd-2.2": True, "containerd-2.3": True, "containerd-2.4": True} == actual
+
+
+def test_matrix_knows_which_runtimes_tell_their_request_timeout() -> None:
+    """NRI v0.7 added ``request_timeout`` to ConfigureRequest; containerd 1.7's v0.6.1 does not send it (only each
+    request's ttrpc deadline carries it), and only v0.12+ has the dedicated sandbox calls."""
+    actual = {name: (c.tells_request_timeout, c.dedicated_events) for name, c in matrix.MATRIX.items()}
+    expected = {
+        "containerd-1.7": (False, False),
+        "containerd-2.2": (True, False),
+        "containerd-2.3": (True, True),
+        "containerd-2.4": (True, True),
+    }
+    assert expected == actual

@@ -219,3 +219,113 @@ def test_unterminated_console_line_does_not_swallow_the_reason(tmp_path: Path) -
         "run-in-vm: guest did not reach CMD within VM_BOOT_TIMEOUT=1 s" in lines,
     )
     assert expected == actual, run.stderr
+
+
+def _fake_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcomes: list[str]) -> Path:
+    """A run-in-vm.sh stand-in whose Nth call acts out ``outcomes[N-1]``: ``stall`` (the kernel's RCU stall on the
+    console, no exit code), ``crash`` (a plain failure, no stall) or ``ok`` (a complete results file). Returns the
+    file counting the calls."""
+    tests_dir, calls = tmp_path / "fake-vm-tests", tmp_path / "calls"
+    tests_dir.mkdir()
+    script = tests_dir / "run-in-vm.sh"
+    cases = "".join(f"  {n}) act={act} ;;\n" for n, act in enumerate(outcomes, 1))
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f'n=$(( $(cat "{calls}" 2>/dev/null || echo 0) + 1 )); echo "$n" > "{calls}"\n'
+        f'case "$n" in\n{cases}  *) act=crash ;;\nesac\n'
+        'case "$act" in\n'
+        "  stall) printf '[ 51.5] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\\n' > \"$VM_CONSOLE_LOG\"\n"
+        "         exit 125 ;;\n"
+        "  crash) printf '[    9.0] an ordinary console\\n' > \"$VM_CONSOLE_LOG\"; exit 3 ;;\n"
+        '  ok) printf \'{"complete": true, "steps": {}, "meta": {}}\' > "$4"; exit 0 ;;\n'
+        "esac\n"
+    )
+    monkeypatch.setattr(harness, "VM_TESTS", tests_dir)
+    monkeypatch.setattr(harness, "TIMINGS", [])  # no fake runs in the session's table of VM runs
+    return calls
+
+
+class TestKernelStallRetry:
+    """A run that failed while the guest's kernel reported a lockup boots again in a fresh directory, once."""
+
+    def test_a_stalled_run_is_booted_again_in_a_fresh_directory(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """First boot stalls, the second completes: its run is returned, from <workdir>-stalled-retry1, and the
+        first run's console stays in the workdir; stderr says why it booted again."""
+        calls = _fake_runner(tmp_path, monkeypatch, ["stall", "ok"])
+        run = harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "work", stall_retries=1)
+        assert ("2", tmp_path / "work-stalled-retry1", True, True) == (
+            calls.read_text().strip(),
+            run.workdir,
+            harness.kernel_stalled((tmp_path / "work" / "console.log").read_text()),
+            "the guest's kernel stalled" in capsys.readouterr().err,
+        )
+
+    def test_a_failure_without_a_stall_is_not_retried(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A scenario that fails on its own (no lockup on the console) fails at once, even with retries allowed."""
+        calls = _fake_runner(tmp_path, monkeypatch, ["crash", "ok"])
+        with pytest.raises(VMRunError, match="exited with status 3"):
+            harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "work", stall_retries=1)
+        assert "1" == calls.read_text().strip()
+
+    def test_retries_are_bounded(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A guest that stalls every time fails after 1 + stall_retries boots; without retries after one."""
+        calls = _fake_runner(tmp_path, monkeypatch, ["stall", "stall", "stall"])
+        with pytest.raises(VMRunError, match="produced no exit code"):
+            harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "a", stall_retries=1)
+        first = calls.read_text().strip()
+        calls.unlink()
+        with pytest.raises(VMRunError):
+            harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "b")
+        assert ("2", "1") == (first, calls.read_text().strip())
+
+
+_LINGERING_QEMU = r"""#!/bin/bash
+# A stand-in qemu whose guest runs CMD (exit 3, one line on stderr) and then never powers off.
+for arg in "$@"; do
+  case "$arg" in file,id=err,path=*) err=${arg#*path=} ;; file,id=rc,path=*) rc=${arg#*path=} ;; esac
+done
+trap 'echo "qemu-system-x86_64: terminating on signal 15 from pid 1 (bash)" >&2; exit 0' TERM
+echo started > "$rc"
+echo "the guest's own complaint" > "$err"
+echo "rc=3" >> "$rc"
+mkfifo "$rc.never"; exec 9<>"$rc.never"   # a builtin wait on a pipe nobody writes: no child for SIGTERM to kill
+while :; do read -r -t 0.2 -u 9 || :; done
+"""
+
+
+def test_a_guest_that_does_not_power_off_is_stopped_after_the_grace(tmp_path: Path) -> None:
+    """A guest that recorded CMD's exit code but never powers off is stopped VM_POWEROFF_GRACE s later, not at
+    VM_TIMEOUT: run-in-vm.sh exits with CMD's code, the guest's stderr first, then why qemu was stopped, and
+    without qemu's own "terminating on signal" (CI once waited out the 300 s VM_TIMEOUT this way, and qemu's line
+    came before the guest's)."""
+    bin_dir, vm_dir = tmp_path / "bin", tmp_path / "vm"
+    bin_dir.mkdir()
+    vm_dir.mkdir()
+    for name in ("kernel", "initramfs.cpio"):
+        (vm_dir / name).write_text("not a kernel\n")
+    qemu = bin_dir / "qemu-system-x86_64"
+    qemu.write_text(_LINGERING_QEMU)
+    qemu.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "VM_DIR": str(vm_dir),
+        "VM_POWEROFF_GRACE": "1",
+        "VM_TIMEOUT": "120",
+    }
+    proc = subprocess.run(
+        ["bash", str(harness.VM_TESTS / "run-in-vm.sh"), "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (
+        3,
+        [
+            "the guest's own complaint",
+            "run-in-vm: the guest recorded its exit code but did not power off within 1 s; qemu stopped",
+        ],
+    ) == (proc.returncode, proc.stderr.splitlines())

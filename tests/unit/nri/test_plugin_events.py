@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 from agent.cpuset import CPUSet
 from agent.nri import (
     CallResult,
+    ConnectionKind,
     ContainerAdjustment,
     ContainerUpdate,
     CPUResources,
@@ -90,16 +91,30 @@ def test_synchronize_hands_over_the_runtime_state_and_returns_updates() -> None:
 
 
 def test_split_synchronize_is_collected_into_one_handler_call() -> None:
-    """A Synchronize split into 'more' chunks reaches the handler once, whole; only the last answer has updates."""
+    """A Synchronize split into 'more' chunks reaches the handler once, whole; only the last answer has updates.
+    The connection events say the runtime's request timeout, and ``synchronized`` how much came in how many chunks
+    (the evidence, on a real containerd 2.x, that a large Synchronize was split)."""
     pods = [make_pod(f"u{i}") for i in range(5)]
     containers = [make_container(f"c{i}", pods[i]) for i in range(5)]
     handler = RecordingHandler(
         answers={"synchronize": lambda _p, _c: [ContainerUpdate(container_id="c4", cpu_quota=-1)]}
     )
-    runtime = {"pods": pods, "containers": containers, "sync_chunk": 2}
-    with connected(handler, runtime=runtime) as (_, conn, _nri, _reports):
+    runtime = {"pods": pods, "containers": containers, "sync_chunk": 2, "request_timeout": 1.0}
+    with connected(handler, runtime=runtime) as (_, conn, _nri, reports):
         assert [("synchronize", 5, 5)] == [(n, len(p), len(c)) for n, p, c in handler.calls]
         assert [(True, 0), (True, 0), (False, 1)] == [(r.more, len(r.update)) for r in conn.sync_responses]
+        wait_for(lambda: reports.connections(ConnectionKind.SYNCHRONIZED), what="the synchronized event")
+        connected_event = reports.connections(ConnectionKind.CONNECTED)[0]
+        synced = reports.connections(ConnectionKind.SYNCHRONIZED)[0]
+    chunks = [
+        pb.SynchronizeRequest(pods=pods[at : at + 2], containers=containers[at : at + 2], more=at < 4)
+        for at in (0, 2, 4)
+    ]
+    sent = sum(len(chunk.SerializeToString()) for chunk in chunks)
+    assert ((1.0, None), (1.0, 5, 5, 3, sent)) == (
+        (connected_event.request_timeout, connected_event.sync_chunks),
+        (synced.request_timeout, synced.sync_pods, synced.sync_containers, synced.sync_chunks, synced.sync_bytes),
+    )
 
 
 def test_synchronize_beyond_the_bounds_answers_what_it_kept_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

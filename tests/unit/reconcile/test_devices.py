@@ -17,6 +17,7 @@ from agent.alloc import Decision, DeviceGroup
 from agent.metrics import AgentMetrics
 from agent.podresources import PodResourcesClient
 from agent.pods.model import pod_from_dict
+from agent.reconcile.device_answers import DeviceAnswer, DeviceAsk, DeviceAsks
 from agent.reconcile.devices import RETRY_INTERVAL, DeviceGate
 from agent.reconcile.reporter import PodRef, Reporter
 from tests.support.podfactory import container, make_pod
@@ -210,3 +211,65 @@ def test_reporter_posts_devices_unknown_once_and_counts() -> None:
     assert "PodpinDevicesUnknown" == events.warnings[0][1]
     assert events.warnings[0][2].startswith("podpin placed the pod's CPUs without knowing its devices (")
     assert 2.0 == metrics.registry.get_sample_value("podpin_devices_unknown_total")
+
+
+def test_answer_asks_each_pod_once_with_one_list_and_keeps_a_failure_to_its_pod(
+    kubelet: PodResourcesEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``answer`` (the reconciler's call before deciding): a new pass, the gone forgotten, a new pod checked, a
+    restored pod asked what it holds, all from one List; an unexpected exception about one pod is that pod's
+    answer and the others are still asked."""
+    kubelet.set_pod("default", "held", {"train": [(GPU, ("gpu0",), (0,))]})
+    the_gate = gate(kubelet, Clock())
+    gone = gpu_pod("gone")
+    the_gate.check(gone)  # parked: no devices named for it
+    new, restored, broken = gpu_pod("new"), gpu_pod("held"), gpu_pod("broken")
+    check = the_gate.check
+
+    def failing(pod: Any) -> DeviceAnswer:
+        if pod.name == "broken":
+            raise RuntimeError("boom")
+        return check(pod)
+
+    monkeypatch.setattr(the_gate, "check", failing)
+    kubelet.calls.clear()
+    answers = the_gate.answer(
+        DeviceAsks(
+            live=frozenset({new.uid, restored.uid, broken.uid}),
+            pods=(
+                DeviceAsk(view=new, restored=False),
+                DeviceAsk(view=restored, restored=True),
+                DeviceAsk(view=broken, restored=False),
+            ),
+        )
+    )
+    held = answers.held[restored.uid]
+    assert held is not None
+    assert (
+        [new.uid],
+        False,
+        (DeviceGroup(resource=GPU, ids=("gpu0",), numa=(0,)),),
+        {broken.uid: "boom"},
+        ["List", "GetAllocatableResources"],
+        (new.uid,),
+    ) == (
+        list(answers.new),
+        answers.new[new.uid].ready,
+        held.groups_of("train"),
+        {uid: str(err) for uid, err in answers.failed.items()},
+        kubelet.calls,
+        the_gate.waiting,
+    )
+
+
+def test_answer_lets_a_memory_error_through(kubelet: PodResourcesEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``MemoryError`` while asking about a pod is not that pod's answer: it leaves ``answer``."""
+    the_gate = gate(kubelet, Clock())
+
+    def exhausted(*_: Any) -> DeviceAnswer:
+        raise MemoryError
+
+    monkeypatch.setattr(the_gate, "check", exhausted)
+    pod = gpu_pod()
+    with pytest.raises(MemoryError):
+        the_gate.answer(DeviceAsks(live=frozenset({pod.uid}), pods=(DeviceAsk(view=pod, restored=False),)))
