@@ -243,14 +243,14 @@ class RuntimeNode:
             raise RuntimeError("start_runtime() first")
         return self.kubelet
 
-    def restart_containerd(self, *, nri_request_timeout: str | None = None) -> float:
+    def restart_containerd(self, *, config: ContainerdConfig | None = None) -> float:
         """SIGKILL containerd and start it again over the same state (shims and containers keep running); with
-        ``nri_request_timeout``, the new daemon's NRI ``plugin_request_timeout`` is that (for example ``1s``)."""
-        if nri_request_timeout is None:
+        ``config`` (see :meth:`containerd_config`), the new daemon runs on that, for example with another NRI
+        ``plugin_request_timeout``. Returns the seconds the new daemon took to serve CRI."""
+        if config is None:
             self.containerd.restart()
             return self.containerd.start_seconds[-1]
         self.containerd.kill()
-        config = self.containerd_config(nri=self.containerd.config.nri, request_timeout=nri_request_timeout)
         self.containerd = Containerd(config, log_path=self.containerd.log_path)
         self.cri.client = self.containerd.start()
         return self.containerd.start_seconds[-1]

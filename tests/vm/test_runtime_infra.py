@@ -28,6 +28,7 @@ from tests.vm.cri import cri_api_pb2 as pb
 from tests.vm.crikubelet import first_view, log_lines, pod_cgroup_name, probe_uptime
 from tests.vm.runtimenode import StatusWriter
 from tests.vm.runtimepods import cache_pod, manifest, story_pod
+from tests.vm.scenario_runtime import sync_seconds
 
 CRI = Path(__file__).resolve().parent / "cri"
 
@@ -336,3 +337,21 @@ def test_matrix_knows_which_runtimes_tell_their_request_timeout() -> None:
         "containerd-2.4": (True, True),
     }
     assert expected == actual
+
+
+def test_sync_seconds_spans_the_last_connection() -> None:
+    """From the last ``nri.connected`` to the ``nri.synchronized`` after it; a connection that never synchronized
+    gives None (an earlier connection's pair does not count)."""
+    events = [
+        {"event": "nri.connected", "timestamp": "2026-12-06T21:36:40.000000Z"},
+        {"event": "nri.synchronized", "timestamp": "2026-12-06T21:36:40.500000Z"},
+        {"event": "nri.disconnected", "timestamp": "2026-12-06T21:36:45.210879Z"},
+        {"event": "nri.connected", "timestamp": "2026-12-06T21:36:45.400000Z"},
+        {"event": "nri.synchronized", "timestamp": "2026-12-06T21:36:46.442053Z"},
+    ]
+    assert (1.042, 0.5, None, None) == (
+        sync_seconds(events),
+        sync_seconds(events[:3]),
+        sync_seconds(events[:4]),
+        sync_seconds([]),
+    )
