@@ -50,7 +50,8 @@ as without NRI.
 :class:`~agent.nri.report.CallOutcome`, every connection change a
 :class:`~agent.nri.report.ConnectionEvent`, both to ``on_report``;
 :meth:`NRIPlugin.status` is a snapshot. The plugin logs them too, one line
-each: ``nri.connected`` (info, with the runtime's ``request_timeout``) and
+each: ``nri.connected`` (info, with the runtime's ``request_timeout``, null where its
+NRI does not tell it: v0.6 in containerd 1.7) and
 ``nri.synchronized`` (info, also with the size of the runtime's Synchronize:
 ``sync_pods``, ``sync_containers``, ``sync_chunks``, ``sync_bytes``); ``nri.disconnected``,
 ``nri.refused`` and ``nri.dial_failed`` (warning, with ``error``, ``retry_in``

@@ -136,7 +136,8 @@ class SessionFacts:
     """What one connection's runtime said of itself and sent, as the session learns it.
 
     From Configure: the runtime's name and version and its ``request_timeout`` in seconds (the budget of every
-    call; podpin answers within 75 % of it). From the end of Synchronize: how many pods and containers it named,
+    call; podpin answers within 75 % of it), None where the runtime's NRI does not tell it (v0.6, containerd 1.7:
+    each request then carries its deadline alone). From the end of Synchronize: how many pods and containers it named,
     in how many ``more`` chunks and how many bytes (NRI v0.10+ splits a Synchronize past ttrpc's 4 MiB message
     limit; older runtimes fail to synchronize instead). The sync fields stay None until it is complete.
     """

@@ -199,7 +199,7 @@ class PluginService:
         self.synchronized = threading.Event()
         self.runtime_name = ""
         self.runtime_version = ""
-        self._request_timeout = DEFAULT_REQUEST_TIMEOUT
+        self._told_timeout: float | None = None  # the runtime's plugin_request_timeout, where its NRI tells it
         self._sync = _SyncAccumulator()
 
     def methods(self) -> dict[str, Method]:
@@ -224,8 +224,8 @@ class PluginService:
         except _InvalidRequestError as err:
             raise RPCStatusError(StatusCode.INVALID_ARGUMENT, str(err)) from err
         self.runtime_name, self.runtime_version = request.runtime_name, request.runtime_version
-        if request.request_timeout > 0:
-            self._request_timeout = request.request_timeout / 1000
+        if request.request_timeout > 0:  # NRI v0.7+; v0.6 (containerd 1.7) has no such field
+            self._told_timeout = request.request_timeout / 1000
         self.configured.set()
         self._on_state(PluginState.CONFIGURED, self._facts())
         return pb.ConfigureResponse(events=EVENT_MASK).SerializeToString()
@@ -278,7 +278,7 @@ class PluginService:
         return SessionFacts(
             runtime_name=self.runtime_name,
             runtime_version=self.runtime_version,
-            request_timeout=self._request_timeout,
+            request_timeout=self._told_timeout,
             **sync,
         )
 
@@ -436,7 +436,8 @@ class PluginService:
 
     # -- handler calls ---------------------------------------------------------------------
     def _budget(self, timeout: float | None) -> float:
-        runtime = timeout if timeout is not None and timeout > 0 else self._request_timeout
+        # the request's own deadline (ttrpc timeout_nano) first, then what Configure told, then NRI's default
+        runtime = timeout if timeout is not None and timeout > 0 else self._told_timeout or DEFAULT_REQUEST_TIMEOUT
         return max(0.0, min(self._handler_timeout, _BUDGET_SHARE * runtime))
 
     def _call(

@@ -227,6 +227,7 @@ class NRIRuntime:
         refuse_registration: str | None = None,
         close_on_accept: bool = False,
         skip_configure: bool = False,
+        tells_timeouts: bool = True,
     ) -> None:
         self.socket_path = Path(socket_path)
         self.mode = mode
@@ -234,6 +235,7 @@ class NRIRuntime:
         self.runtime_version = runtime_version
         self.request_timeout = request_timeout
         self.registration_timeout = registration_timeout
+        self.tells_timeouts = tells_timeouts
         self.pods = list(pods)
         self.containers = list(containers)
         self.sync_chunk = sync_chunk
@@ -341,12 +343,10 @@ class NRIRuntime:
             raise TimeoutError("plugin registration timed out")
         if self.refuse_registration is not None or self.skip_configure:
             return  # containerd logs the failure and leaves the connection as it is
-        configure = pb.ConfigureRequest(
-            runtime_name=self.runtime_name,
-            runtime_version=self.runtime_version,
-            registration_timeout=int(self.registration_timeout * 1000),
-            request_timeout=int(self.request_timeout * 1000),
-        )
+        configure = pb.ConfigureRequest(runtime_name=self.runtime_name, runtime_version=self.runtime_version)
+        if self.tells_timeouts:  # NRI v0.7+; v0.6 (containerd 1.7) has no such fields, each request has its deadline
+            configure.registration_timeout = int(self.registration_timeout * 1000)
+            configure.request_timeout = int(self.request_timeout * 1000)
         reply = conn.call("Configure", configure, pb.ConfigureResponse)
         conn.events = reply.events or _ALL_EVENTS
         for request in self._sync_requests():

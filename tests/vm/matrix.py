@@ -59,8 +59,8 @@ class RuntimeChoice:
     @property
     def tells_request_timeout(self) -> bool:
         """NRI v0.7+ (``ConfigureRequest`` fields 4 and 5): the runtime says its ``plugin_request_timeout`` at
-        Configure; v0.6 (containerd 1.7) does not (podpin's connection then shows NRI's default 2 s, while each
-        request's ttrpc deadline still carries the real timeout)."""
+        Configure; v0.6 (containerd 1.7) does not (podpin's connection then shows it as null, while each request's
+        ttrpc deadline still carries the real timeout)."""
         return self._nri_at_least(0, 7)
 
     def _nri_at_least(self, major: int, minor: int) -> bool:

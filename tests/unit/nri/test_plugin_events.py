@@ -117,6 +117,28 @@ def test_split_synchronize_is_collected_into_one_handler_call() -> None:
     )
 
 
+def test_a_runtime_that_does_not_tell_its_timeout_is_reported_as_unknown_and_its_deadlines_still_bound() -> None:
+    """NRI v0.6 (containerd 1.7) has no ``request_timeout`` in Configure: ``connected`` says None rather than a
+    default podpin never saw, and an answer is still bounded by 75 % of the request's own 1 s deadline."""
+    release = threading.Event()
+
+    def slow(_pod: Any, _container: Any) -> CreateResult:
+        release.wait(5)
+        return CreateResult(adjustment=ContainerAdjustment(cpuset_cpus=CPUSet([7])))
+
+    handler = RecordingHandler(answers={"create_container": slow})
+    runtime = {"request_timeout": 1.0, "tells_timeouts": False}
+    with connected(handler, runtime=runtime, handler_timeout=5.0) as (_, conn, _nri, reports):
+        wait_for(lambda: reports.connections(ConnectionKind.SYNCHRONIZED), what="the synchronized event")
+        started = time.monotonic()
+        reply = conn.create_container(POD, make_container("slow", POD))  # raises DeadlineExceededError if late
+        took = time.monotonic() - started
+        release.set()
+        told = [event.request_timeout for event in reports.connections(ConnectionKind.CONNECTED)]
+        told += [event.request_timeout for event in reports.connections(ConnectionKind.SYNCHRONIZED)]
+    assert ([None, None], pb.CreateContainerResponse(), True) == (told, reply, 0.75 <= took < 1.0)
+
+
 def test_synchronize_beyond_the_bounds_answers_what_it_kept_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 22, finding 5: past ``MAX_SYNC_CONTAINERS`` the rest of a Synchronize is counted, not kept; the last
     chunk is answered for what was kept, and a ``truncated`` outcome names what was left out."""
