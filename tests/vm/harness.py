@@ -23,10 +23,12 @@ initramfs), ``PODPIN_SKIP_VM``, ``VM_KERNEL_SUITE`` (must match the one given to
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,14 +39,19 @@ from typing import Any
 
 import pytest
 
+from tests.vm.scenario import HEARTBEAT_FILE
+
 __all__ = [
     "SETUP_HINT",
     "TIMINGS",
+    "HEARTBEAT_STALL_SECONDS",
+    "GuestFrozenError",
     "GuestRun",
     "GuestStepError",
     "Step",
     "VMConfig",
     "VMRunError",
+    "heartbeat_stall_seconds",
     "kernel_stalled",
     "missing_setup",
     "require_vm",
@@ -157,6 +164,19 @@ class VMConfig:
 
 class VMRunError(RuntimeError):
     """The VM did not boot, timed out, or the scenario crashed before finishing; carries the evidence."""
+
+
+class GuestFrozenError(VMRunError):
+    """The guest's heartbeat (``scenario.HEARTBEAT_FILE``) stood still for :func:`heartbeat_stall_seconds`: the
+    guest froze whole and the run was killed, the emulator's failure like a kernel stall (:func:`run_scenario`
+    may boot once more for it)."""
+
+
+HEARTBEAT_STALL_SECONDS = 240.0
+"""A guest whose heartbeat (rewritten every 5 s) stood still this long is frozen. Seen: a TCG guest running
+containerd 2.2 froze 30 s into its scenario with nothing on its console and waited out its 30 min hang guard."""
+
+_HEARTBEAT_POLL_SECONDS = 5.0
 
 
 KERNEL_STALL_MARKERS = ("BUG: soft lockup", "detected stalls on CPUs/tasks")
@@ -276,9 +296,10 @@ def run_scenario(
 
     ``workdir`` is shared read-write with the guest (``VM_RW``): the results file, the guest console copy
     and any logs the scenario writes land there. With ``stall_retries``, a run that failed while the guest's kernel
-    reported a lockup (:func:`kernel_stalled`) is run again, at most that many times, each in a fresh sibling
-    directory ``<workdir>-stalled-retry<N>`` (the failed run's files stay where they are, for the record); only for
-    scenarios that write all their files themselves. Each retry is said on stderr with the failed run's message.
+    reported a lockup (:func:`kernel_stalled`) or froze whole (:class:`GuestFrozenError`) is run again, at most that
+    many times, each in a fresh sibling directory ``<workdir>-stalled-retry<N>`` (the failed run's files stay where
+    they are, for the record); only for scenarios that write all their files themselves. Each retry is said on
+    stderr with the failed run's message.
 
     Raises:
         VMRunError: the VM did not boot or finish, or the scenario crashed before completing its results;
@@ -291,11 +312,13 @@ def run_scenario(
             return _run_once(script, config, directory, args=args, env=env, python=python)
         except VMRunError as err:
             console = directory / "console.log"
-            stalled = console.exists() and kernel_stalled(console.read_text(errors="replace"))
+            stalled = isinstance(err, GuestFrozenError) or (
+                console.exists() and kernel_stalled(console.read_text(errors="replace"))
+            )
             if not stalled or attempt == stall_retries:
                 raise
             sys.stderr.write(
-                f"run_scenario: the guest's kernel stalled (soft lockup / RCU stall) in {script.stem}; "
+                f"run_scenario: the guest stalled (a soft lockup / RCU stall, or a still heartbeat) in {script.stem}; "
                 f"booting again (retry {attempt + 1} of {stall_retries}). The failed run: {str(err)[:2000]}\n"
             )
     raise AssertionError("unreachable: the last attempt returns or raises")
@@ -325,8 +348,10 @@ def _run_once(
     run_env.update({"VM_DIR": str(directory), "VM_RW": str(workdir), "VM_CONSOLE_LOG": str(console_path)})
     # The scenario imports its helpers as ``tests.vm.*``: the guest needs the checkout's root on its path.
     run_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), run_env.get("PYTHONPATH")]))
+    heartbeat = workdir / HEARTBEAT_FILE
+    heartbeat.unlink(missing_ok=True)
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=REPO, env=run_env, capture_output=True, text=True, errors="replace", check=False)
+    proc = _run_watched(command, run_env, heartbeat, heartbeat_stall_seconds())
     wall = round(time.monotonic() - started, 2)
     console = console_path.read_text(errors="replace") if console_path.exists() else ""
     results: dict[str, Any] = {}
@@ -352,9 +377,65 @@ def _run_once(
             scenario_seconds=float(run.meta.get("scenario_seconds", -1.0)),
         )
     )
+    if proc.frozen_for is not None:
+        raise GuestFrozenError(
+            f"the guest's heartbeat stopped for {proc.frozen_for:.0f} s (a guest frozen whole: TCG livelock); "
+            f"qemu killed\n{_failure_message(run, directory)}"
+        )
     if proc.returncode != 0 or not results.get("complete"):
         raise VMRunError(_failure_message(run, directory))
     return run
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+    frozen_for: float | None
+    """Seconds the heartbeat had been still when the run was killed for it; None when it ended by itself."""
+
+
+def _run_watched(command: list[str], env: Mapping[str, str], heartbeat: Path, stall_after: float) -> _Finished:
+    """Run ``command`` (``run-in-vm.sh``) to its end, or kill its process group once ``heartbeat`` exists and has
+    not been rewritten for ``stall_after`` seconds (host clock: the 9p share's writes stamp host time)."""
+    proc = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    stdout: list[str] = []
+    stderr: list[str] = []
+    frozen_for: float | None = None
+    while True:
+        try:
+            out, err = proc.communicate(timeout=_HEARTBEAT_POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            try:
+                still = time.time() - heartbeat.stat().st_mtime
+            except OSError:
+                continue  # not booted yet, or a scenario without a heartbeat: run-in-vm.sh's own guards hold
+            if still < stall_after:
+                continue
+            frozen_for = still
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        stdout.append(out or "")
+        stderr.append(err or "")
+        return _Finished(
+            returncode=proc.returncode, stdout="".join(stdout), stderr="".join(stderr), frozen_for=frozen_for
+        )
+
+
+def heartbeat_stall_seconds() -> float:
+    """How long a still heartbeat means a frozen guest: ``VM_HEARTBEAT_STALL`` or :data:`HEARTBEAT_STALL_SECONDS`."""
+    return float(os.environ.get("VM_HEARTBEAT_STALL", HEARTBEAT_STALL_SECONDS))
 
 
 def _failure_message(run: GuestRun, directory: Path) -> str:

@@ -7,6 +7,10 @@ traceback, so one broken kernel fact never hides the others. The results file is
 after every step, so a scenario that hangs or crashes still leaves what it had measured for the host to
 show. The host side is ``harness.py``.
 
+While the scenario runs, a daemon thread rewrites ``heartbeat`` in the results file's directory every
+:data:`HEARTBEAT_SECONDS`: a guest frozen whole (a TCG livelock that prints nothing) stops it, and the host
+stops waiting long before the run's hang guard (``harness.HEARTBEAT_STALL_SECONDS``).
+
 Results file::
 
     {"scenario": NAME, "complete": bool, "meta": {...},
@@ -21,13 +25,14 @@ import json
 import os
 import platform
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["Scenario", "WaitTimeoutError", "wait_until"]
+__all__ = ["HEARTBEAT_FILE", "HEARTBEAT_SECONDS", "Scenario", "WaitTimeoutError", "wait_until"]
 
 T = TypeVar("T")
 
@@ -53,6 +58,21 @@ def wait_until(what: str, probe: Callable[[], T | None], *, timeout: float, inte
         time.sleep(interval)
 
 
+HEARTBEAT_FILE = "heartbeat"
+"""The file in the results directory that the guest rewrites while it lives."""
+
+HEARTBEAT_SECONDS = 5.0
+"""How often the guest rewrites :data:`HEARTBEAT_FILE`."""
+
+
+def _beat(path: Path, stop: threading.Event) -> None:
+    """Rewrite ``path`` with the guest's uptime until ``stop`` (a write error is not the scenario's concern)."""
+    while not stop.is_set():
+        with contextlib.suppress(OSError):
+            path.write_text(f"{_uptime()}\n")
+        stop.wait(HEARTBEAT_SECONDS)
+
+
 class Scenario:
     """Records the steps of one guest scenario into its results file."""
 
@@ -71,6 +91,10 @@ class Scenario:
         }
         self._complete = False
         self._save()
+        self._heartbeat_stop = threading.Event()
+        threading.Thread(
+            target=_beat, args=(self.workdir / HEARTBEAT_FILE, self._heartbeat_stop), name="heartbeat", daemon=True
+        ).start()
 
     @classmethod
     def from_argv(cls, name: str, argv: list[str] | None = None) -> Scenario:
@@ -113,6 +137,7 @@ class Scenario:
         self._meta["scenario_seconds"] = round(time.monotonic() - self._started, 3)
         self._complete = True
         self._save()
+        self._heartbeat_stop.set()
         return 0
 
     def _save(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -223,7 +224,8 @@ def test_unterminated_console_line_does_not_swallow_the_reason(tmp_path: Path) -
 
 def _fake_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcomes: list[str]) -> Path:
     """A run-in-vm.sh stand-in whose Nth call acts out ``outcomes[N-1]``: ``stall`` (the kernel's RCU stall on the
-    console, no exit code), ``crash`` (a plain failure, no stall) or ``ok`` (a complete results file). Returns the
+    console, no exit code), ``crash`` (a plain failure, no stall), ``freeze`` (one heartbeat, then a child that
+    sleeps 10 min), ``beat`` (2 s of heartbeats, then complete) or ``ok`` (a complete results file). Returns the
     file counting the calls."""
     tests_dir, calls = tmp_path / "fake-vm-tests", tmp_path / "calls"
     tests_dir.mkdir()
@@ -237,11 +239,18 @@ def _fake_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcomes: list
         "  stall) printf '[ 51.5] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\\n' > \"$VM_CONSOLE_LOG\"\n"
         "         exit 125 ;;\n"
         "  crash) printf '[    9.0] an ordinary console\\n' > \"$VM_CONSOLE_LOG\"; exit 3 ;;\n"
+        # a guest frozen whole: one heartbeat, then nothing (its child must die with it)
+        '  freeze) echo 1.0 > "$VM_RW/heartbeat"; sleep 600 & echo $! > "$VM_RW/sleeper"; wait; exit 0 ;;\n'
+        # a slow guest that lives: heartbeats throughout, then a complete results file
+        '  beat) for _ in 1 2 3 4 5 6 7 8 9 10; do echo 1.0 > "$VM_RW/heartbeat"; sleep 0.2; done\n'
+        '        printf \'{"complete": true, "steps": {}, "meta": {}}\' > "$4"; exit 0 ;;\n'
         '  ok) printf \'{"complete": true, "steps": {}, "meta": {}}\' > "$4"; exit 0 ;;\n'
         "esac\n"
     )
     monkeypatch.setattr(harness, "VM_TESTS", tests_dir)
     monkeypatch.setattr(harness, "TIMINGS", [])  # no fake runs in the session's table of VM runs
+    monkeypatch.setattr(harness, "_HEARTBEAT_POLL_SECONDS", 0.1)
+    monkeypatch.setenv("VM_HEARTBEAT_STALL", "1")
     return calls
 
 
@@ -259,7 +268,7 @@ class TestKernelStallRetry:
             calls.read_text().strip(),
             run.workdir,
             harness.kernel_stalled((tmp_path / "work" / "console.log").read_text()),
-            "the guest's kernel stalled" in capsys.readouterr().err,
+            "the guest stalled" in capsys.readouterr().err,
         )
 
     def test_a_failure_without_a_stall_is_not_retried(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -279,6 +288,51 @@ class TestKernelStallRetry:
         with pytest.raises(VMRunError):
             harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "b")
         assert ("2", "1") == (first, calls.read_text().strip())
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its reaper does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class TestFrozenGuest:
+    """A guest whose heartbeat stands still for ``VM_HEARTBEAT_STALL`` seconds is killed, not waited for."""
+
+    def test_a_frozen_guest_is_killed_with_its_children_and_booted_again(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The first boot beats once and freezes: killed about a second later (not at its 10 min), its sleeping
+        child with it; the retry completes and stderr says the heartbeat stopped."""
+        calls = _fake_runner(tmp_path, monkeypatch, ["freeze", "ok"])
+        started = time.monotonic()
+        run = harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "work", stall_retries=1)
+        took = time.monotonic() - started
+        sleeper = int((tmp_path / "work" / "sleeper").read_text())
+        err = capsys.readouterr().err
+        assert ("2", tmp_path / "work-stalled-retry1", False, True, True) == (
+            calls.read_text().strip(),
+            run.workdir,
+            _alive(sleeper),
+            "the guest's heartbeat stopped" in err,
+            took < 30,
+        )
+
+    def test_without_retries_a_frozen_guest_fails_as_frozen(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The error is a :class:`harness.GuestFrozenError`, a kind of VMRunError, and says how long it stood still."""
+        _fake_runner(tmp_path, monkeypatch, ["freeze"])
+        with pytest.raises(harness.GuestFrozenError, match=r"heartbeat stopped for \d+ s"):
+            harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "work")
+
+    def test_a_guest_that_keeps_beating_is_left_alone(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Two seconds of heartbeats every 0.2 s, with 1 s as the limit: the run completes on its first boot."""
+        calls = _fake_runner(tmp_path, monkeypatch, ["beat"])
+        run = harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "work", stall_retries=1)
+        assert ("1", tmp_path / "work") == (calls.read_text().strip(), run.workdir)
 
 
 _LINGERING_QEMU = r"""#!/bin/bash
