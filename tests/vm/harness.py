@@ -23,12 +23,10 @@ initramfs), ``PODPIN_SKIP_VM``, ``VM_KERNEL_SUITE`` (must match the one given to
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -37,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from tests.vm.scenario import HEARTBEAT_FILE
@@ -53,6 +52,7 @@ __all__ = [
     "VMRunError",
     "heartbeat_stall_seconds",
     "kernel_stalled",
+    "kill_session",
     "missing_setup",
     "require_vm",
     "VM_TESTS",
@@ -397,8 +397,8 @@ class _Finished:
 
 
 def _run_watched(command: list[str], env: Mapping[str, str], heartbeat: Path, stall_after: float) -> _Finished:
-    """Run ``command`` (``run-in-vm.sh``) to its end, or kill its process group once ``heartbeat`` exists and has
-    not been rewritten for ``stall_after`` seconds (host clock: the 9p share's writes stamp host time)."""
+    """Run ``command`` (``run-in-vm.sh``) to its end, or kill its session once ``heartbeat`` exists and has not been
+    rewritten for ``stall_after`` seconds (host clock: the 9p share's writes stamp host time)."""
     proc = subprocess.Popen(
         command,
         cwd=REPO,
@@ -423,14 +423,24 @@ def _run_watched(command: list[str], env: Mapping[str, str], heartbeat: Path, st
             if still < stall_after:
                 continue
             frozen_for = still
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            kill_session(proc.pid)
             out, err = proc.communicate()
         stdout.append(out or "")
         stderr.append(err or "")
         return _Finished(
             returncode=proc.returncode, stdout="".join(stdout), stderr="".join(stderr), frozen_for=frozen_for
         )
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid``: ``run-in-vm.sh`` runs QEMU under ``timeout``, which puts it in a
+    process group of its own, so killing the script's group would leave the guest running to its hang guard."""
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid:
+                proc.kill()
+        except (psutil.Error, OSError):
+            continue
 
 
 def heartbeat_stall_seconds() -> float:
@@ -470,7 +480,8 @@ def scenario_fixture(
 
     With ``params``, the module runs once per layout (the fixture is parametrized, ids = layout labels).
     ``args`` go to the scenario after ``--results``; ``env`` adds ``run-in-vm.sh`` knobs (for example
-    ``VM_CGROUP_ENABLE`` or ``VM_KERNEL_SUITE``).
+    ``VM_CGROUP_ENABLE`` or ``VM_KERNEL_SUITE``). A guest whose kernel stalled or that froze whole boots once more
+    (``stall_retries=1`` of :func:`run_scenario`).
     """
     layouts = list(params) if params is not None else [config or VMConfig()]
 
@@ -479,6 +490,7 @@ def scenario_fixture(
         require_vm()
         chosen: VMConfig = request.param
         workdir = tmp_path_factory.mktemp(f"vm-{Path(script_name).stem}-{chosen.label}")
-        return run_scenario(VM_TESTS / script_name, chosen, workdir, args=args, env=env)
+        # the host writes nothing into workdir, so a stalled or frozen guest may boot once more in a sibling
+        return run_scenario(VM_TESTS / script_name, chosen, workdir, args=args, env=env, stall_retries=1)
 
     return _fixture

@@ -47,7 +47,7 @@ def runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         workdir,
         args=[choice.name, str(matrix.runtimes_dir())],
         env={"VM_ENV": "PODPIN_VM_DIR"},
-        stall_retries=1,  # a guest kernel livelocked by TCG (harness.kernel_stalled) boots once more
+        stall_retries=1,  # a guest livelocked by TCG (harness.kernel_stalled, GuestFrozenError) boots once more
     )
 
 

@@ -9,16 +9,15 @@ of the figures is asserted, never their values.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from tests.support.paths import REPO
+from tests.vm import harness
 
 VM_BENCHES = {
     "bench_pin_latency_vm.py": ("vm_ms", "native_estimate_ms", "pinned"),
@@ -30,17 +29,6 @@ SMOKE_TIMEOUT = 1800.0
 """Seconds a smoke run may take; past them its whole session (the bench, run-in-vm.sh's ``timeout``, QEMU) is killed."""
 
 
-def _kill_session(sid: int) -> None:
-    """Kill every process of session ``sid``: ``timeout`` puts QEMU in a process group of its own, so killing the
-    bench's group would leave a guest running for up to an hour beside the rest of the suite."""
-    for proc in psutil.process_iter():
-        try:
-            if os.getsid(proc.pid) == sid:
-                proc.kill()
-        except (psutil.Error, OSError):
-            continue
-
-
 def run_smoke(argv: list[str]) -> None:
     """Run a bench to the end; on a failure or past :data:`SMOKE_TIMEOUT`, fail naming it (with its stderr tail)."""
     proc = subprocess.Popen(
@@ -49,7 +37,7 @@ def run_smoke(argv: list[str]) -> None:
     try:
         _, err = proc.communicate(timeout=SMOKE_TIMEOUT)
     except subprocess.TimeoutExpired:
-        _kill_session(proc.pid)
+        harness.kill_session(proc.pid)
         _, err = proc.communicate()
         pytest.fail(
             f"{Path(argv[1]).name} --smoke ran past {SMOKE_TIMEOUT:.0f} s (its guest was stopped):\n{err[-3000:]}"

@@ -224,9 +224,9 @@ def test_unterminated_console_line_does_not_swallow_the_reason(tmp_path: Path) -
 
 def _fake_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcomes: list[str]) -> Path:
     """A run-in-vm.sh stand-in whose Nth call acts out ``outcomes[N-1]``: ``stall`` (the kernel's RCU stall on the
-    console, no exit code), ``crash`` (a plain failure, no stall), ``freeze`` (one heartbeat, then a child that
-    sleeps 10 min), ``beat`` (2 s of heartbeats, then complete) or ``ok`` (a complete results file). Returns the
-    file counting the calls."""
+    console, no exit code), ``crash`` (a plain failure, no stall), ``freeze`` (one heartbeat, then a ``timeout``
+    child that sleeps 10 min, as run-in-vm.sh runs QEMU), ``beat`` (2 s of heartbeats, then complete) or ``ok``
+    (a complete results file). Returns the file counting the calls."""
     tests_dir, calls = tmp_path / "fake-vm-tests", tmp_path / "calls"
     tests_dir.mkdir()
     script = tests_dir / "run-in-vm.sh"
@@ -239,8 +239,8 @@ def _fake_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcomes: list
         "  stall) printf '[ 51.5] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\\n' > \"$VM_CONSOLE_LOG\"\n"
         "         exit 125 ;;\n"
         "  crash) printf '[    9.0] an ordinary console\\n' > \"$VM_CONSOLE_LOG\"; exit 3 ;;\n"
-        # a guest frozen whole: one heartbeat, then nothing (its child must die with it)
-        '  freeze) echo 1.0 > "$VM_RW/heartbeat"; sleep 600 & echo $! > "$VM_RW/sleeper"; wait; exit 0 ;;\n'
+        # a guest frozen whole: one heartbeat, then nothing; its QEMU under `timeout`, in a process group of its own
+        '  freeze) echo 1.0 > "$VM_RW/heartbeat"; timeout 600 sleep 600 & echo $! > "$VM_RW/sleeper"; wait; exit 0 ;;\n'
         # a slow guest that lives: heartbeats throughout, then a complete results file
         '  beat) for _ in 1 2 3 4 5 6 7 8 9 10; do echo 1.0 > "$VM_RW/heartbeat"; sleep 0.2; done\n'
         '        printf \'{"complete": true, "steps": {}, "meta": {}}\' > "$4"; exit 0 ;;\n'
@@ -304,8 +304,9 @@ class TestFrozenGuest:
     def test_a_frozen_guest_is_killed_with_its_children_and_booted_again(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """The first boot beats once and freezes: killed about a second later (not at its 10 min), its sleeping
-        child with it; the retry completes and stderr says the heartbeat stopped."""
+        """The first boot beats once and freezes: killed about a second later (not at its 10 min), its ``timeout``
+        child (a process group of its own, as QEMU's) with it; the retry completes and stderr says the heartbeat
+        stopped."""
         calls = _fake_runner(tmp_path, monkeypatch, ["freeze", "ok"])
         started = time.monotonic()
         run = harness.run_scenario(Path("scenario_x.py"), VMConfig(), tmp_path / "work", stall_retries=1)
