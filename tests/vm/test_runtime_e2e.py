@@ -278,8 +278,9 @@ class TestNRIBigSynchronize:
     def test_arrives_in_chunks_and_is_adopted_whole(self, runtime: GuestRun) -> None:
         """containerd resends it in ``more`` chunks; podpin answers them and adopts every pod and container at the
         end: the runtime never refuses it ("plugin does not handle split sync requests") and podpin warns of
-        nothing. The runtime runs on its default 2 s request timeout here, which NRI gives the whole Synchronize
-        (its oversized first attempt and every chunk); ``sync_seconds`` in the record shows how much of it went."""
+        nothing. The runtime runs with a 10 s request timeout here (told at Configure), which NRI gives the whole
+        Synchronize (its oversized first attempt and every chunk); ``sync_seconds`` in the record shows how much of
+        it went."""
         step = self._step(runtime)
         synced = step["synchronized"] or {}
         actual = (
@@ -290,7 +291,7 @@ class TestNRIBigSynchronize:
             step["split_refused"],
             step["nri_warnings"],
         )
-        assert (2.0, True, True, (step["sandboxes"], step["containers"]), [], []) == actual, step.explain
+        assert (10.0, True, True, (step["sandboxes"], step["containers"]), [], []) == actual, step.explain
 
     def test_nothing_moves(self, runtime: GuestRun) -> None:
         """Every pod cgroup, sandbox and container holds the same effective set after the restart."""
