@@ -9,8 +9,10 @@
 # Go comes from PATH or /usr/local/go/bin and must be at least each go.mod's `go` line (1.25 to 1.26.8 here: Debian
 # 12's golang-go 1.19 is too old); modules from the Go module proxy (GOPROXY as configured). Builds run
 # under `nice` on few cores: about 4 minutes per containerd on 2 cores, cold. containerd is built without cgo
-# (no btrfs or devmapper snapshotters: the VM uses "native"), runc with cgo (its nsenter is C) and without
-# seccomp (no libseccomp needed; the tests' containers ask for none).
+# (no btrfs or devmapper snapshotters: the VM uses "native"), runc with cgo (its nsenter is C) and seccomp
+# (libseccomp-dev on the host, whose libseccomp.so.2 the guest shares): containerd 2.x runs the real kubelet's pod
+# sandboxes with the runtime's default seccomp profile, which a runc without it refuses ("seccomp not supported").
+# The stamp covers the build tags too.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out_root="${PODPIN_RUNTIMES_DIR:-/tmp/podpin-runtimes}"
@@ -29,7 +31,11 @@ for name in "${names[@]}"; do
   src="$here/$name"
   [ -f "$src/go.mod" ] || { echo "tests/runtime/build.sh: $name: no $src/go.mod" >&2; exit 2; }
   dest="$out_root/$name"
-  stamp=$(cat "$src/go.mod" "$src/go.sum" | sha256sum | cut -c1-16)
+  case "$name" in
+    runc*) cgo=1 tags="seccomp" ;;
+    *) cgo=0 tags="no_btrfs no_devmapper no_zfs" ;;
+  esac
+  stamp=$({ cat "$src/go.mod" "$src/go.sum"; echo "tags: $tags"; } | sha256sum | cut -c1-16)
   if [ "$(cat "$dest/stamp" 2>/dev/null)" = "$stamp" ]; then
     echo "tests/runtime/build.sh: $name up to date in $dest"
     continue
@@ -38,10 +44,6 @@ for name in "${names[@]}"; do
   rm -rf "$dest.tmp" && mkdir -p "$dest.tmp/bin"
   # The go.mod's tool directives: a `tool (...)` block or single `tool path` lines.
   tools=$(sed -n -e '/^tool (/,/^)/{/^\t/p}' -e 's/^tool \([^ (]*\)$/\1/p' "$src/go.mod" | tr -d '\t')
-  case "$name" in
-    runc*) cgo=1 tags="" ;;
-    *) cgo=0 tags="no_btrfs no_devmapper no_zfs" ;;
-  esac
   for tool in $tools; do
     (cd "$src" && CGO_ENABLED=$cgo nice -n 10 go build -trimpath -tags "$tags" -o "$dest.tmp/bin/" "$tool")
   done
