@@ -186,6 +186,18 @@ def test_boot_timeout_reports_console_tail(tmp_path: Path) -> None:
     assert expected == actual, str(info.value)
 
 
+def _run_in_vm_true(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``run-in-vm.sh true`` with ``env`` (a stand-in qemu on its PATH), bounded at 60 s."""
+    return subprocess.run(
+        ["bash", str(harness.VM_TESTS / "run-in-vm.sh"), "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def test_unterminated_console_line_does_not_swallow_the_reason(tmp_path: Path) -> None:
     """A guest stopped mid-line leaves its console without a final newline; run-in-vm.sh's own message still starts
     a line of its own (a QEMU stand-in writes half a line to the console file and hangs past the boot timeout)."""
@@ -204,14 +216,7 @@ def test_unterminated_console_line_does_not_swallow_the_reason(tmp_path: Path) -
     for name in ("kernel", "initramfs.cpio"):
         (vm / name).write_bytes(b"x")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "VM_DIR": str(vm), "VM_BOOT_TIMEOUT": "1", "VM_BOOT_RETRIES": "0"}
-    run = subprocess.run(
-        ["bash", str(harness.VM_TESTS / "run-in-vm.sh"), "true"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    run = _run_in_vm_true(env)
     lines = run.stderr.splitlines()
     expected = (124, True, True)
     actual = (
@@ -369,14 +374,7 @@ def test_a_guest_that_does_not_power_off_is_stopped_after_the_grace(tmp_path: Pa
         "VM_POWEROFF_GRACE": "1",
         "VM_TIMEOUT": "120",
     }
-    proc = subprocess.run(
-        ["bash", str(harness.VM_TESTS / "run-in-vm.sh"), "true"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = _run_in_vm_true(env)
     assert (
         3,
         [
