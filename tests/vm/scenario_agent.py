@@ -51,7 +51,7 @@ from tests.vm.agentrun import (
     wait_ready,
 )
 from tests.vm.background import Background, BackgroundError, podpin
-from tests.vm.kubetree import Container, KubeTree, cpu_max, cpu_stat, cpus, cpus_effective, write
+from tests.vm.kubetree import Container, KubeTree, cpu_max, cpu_stat_window, cpus, cpus_effective, write
 from tests.vm.scenario import Scenario, wait_until
 
 BASE = Path("/tmp/podpin-e2e")
@@ -59,6 +59,8 @@ START_TIMEOUT = 120.0
 """Seconds for an agent start (interpreter, imports and the first full pass take ~10 s under TCG)."""
 PIN_TIMEOUT = 30.0
 THROTTLE_SECONDS = 1.5
+THROTTLE_DEADLINE = 15.0
+"""The throttle step measures 1.5 s, longer (up to 15 s) until the sidecar has been throttled: see cpu_stat_window."""
 SETTLE_SECONDS = 2.5
 """After a restart, how long to let the agent run (2+ full resyncs of 1 s) before comparing."""
 CHANGE_EVENTS = (
@@ -189,29 +191,23 @@ class AgentScenario:
     def throttle(self, out: dict[str, Any]) -> None:
         story = self.pods.story
         watched = {name: self.node.containers[(story.uid, name)] for name in ("database", "log-collector")}
-        before = {name: cpu_stat(c.path) for name, c in watched.items()}
-        started = time.monotonic()
         busy = [
             self.node.start(story, "database", busy=True),
             self.node.start(story, "database", busy=True),
             self.node.start(story, "log-collector", busy=True),
         ]
-        time.sleep(max(0.0, THROTTLE_SECONDS - (time.monotonic() - started)))
-        after = {name: cpu_stat(c.path) for name, c in watched.items()}
-        elapsed = time.monotonic() - started
+        window = cpu_stat_window(
+            {name: c.path for name, c in watched.items()},
+            seconds=THROTTLE_SECONDS,
+            until=lambda deltas: deltas["log-collector"].nr_throttled > 0,
+            deadline=THROTTLE_DEADLINE,
+        )
         out["busy_affinity"] = [observe_container(watched["database"], busy[0].pid)["affinity"]]
         for proc in busy:
             self.tree.stop_process(proc)
-        out["elapsed_s"] = round(elapsed, 3)
         for name, container in watched.items():
-            b, a = before[name], after[name]
-            out[name] = {
-                "cpu.max": cpu_max(container.path),
-                "nr_periods": a.nr_periods - b.nr_periods,
-                "nr_throttled": a.nr_throttled - b.nr_throttled,
-                "throttled_usec": a.throttled_usec - b.throttled_usec,
-                "usage_share": round((a.usage_usec - b.usage_usec) / (elapsed * 1e6), 3),
-            }
+            window[name]["cpu.max"] = cpu_max(container.path)
+        out.update(window)
         out["pod_cpu_max"] = cpu_max(self.node.pods[story.uid].path)
 
     def new_pod(self, out: dict[str, Any]) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
@@ -220,3 +222,75 @@ class TestNaming:
         with pytest.raises(kubetree.KubeTreeError) as info:
             kubetree.container_scope_name("abc")
         assert "container id 'abc' is not 64 lower-case hex digits" == str(info.value)
+
+
+class FakeCpuStat:
+    """A cgroup's ``cpu.stat`` in a directory on the host, advanced by a fake sleep, with a fake clock."""
+
+    def __init__(self, root: Path, per_tick: dict[str, tuple[int, int, int, int]]) -> None:
+        self.now = 0.0
+        self.per_tick = per_tick
+        self.paths: dict[str, Path] = {}
+        self.totals: dict[str, tuple[int, ...]] = {}
+        for name in per_tick:
+            path = root / name
+            path.mkdir()
+            self.paths[name] = path
+            self.totals[name] = (1000, 10, 1, 500)  # counters since creation: the window reports deltas
+            self._write(name)
+
+    def _write(self, name: str) -> None:
+        usage, periods, throttled, throttled_usec = self.totals[name]
+        text = f"usage_usec {usage}\nuser_usec 0\nsystem_usec 0\nnr_periods {periods}\n"
+        (self.paths[name] / "cpu.stat").write_text(
+            text + f"nr_throttled {throttled}\nthrottled_usec {throttled_usec}\n"
+        )
+
+    def sleep(self, seconds: float) -> None:
+        """A tick: time passes and every cgroup's counters grow by its ``per_tick``."""
+        self.now += seconds
+        for name, step in self.per_tick.items():
+            self.totals[name] = tuple(total + grow for total, grow in zip(self.totals[name], step, strict=True))
+            self._write(name)
+
+
+class TestCpuStatWindow:
+    """``cpu_stat_window`` on fake ``cpu.stat`` files (host only, no VM)."""
+
+    def test_fixed_window_when_the_condition_already_holds(self, tmp_path: Path) -> None:
+        """The condition holds from the first tick: the window is ``seconds`` long, deltas and share per cgroup."""
+        fake = FakeCpuStat(tmp_path, {"a": (30_000, 1, 1, 70_000), "b": (100_000, 0, 0, 0)})
+        window = kubetree.cpu_stat_window(
+            fake.paths, seconds=0.5, until=lambda d: d["a"].nr_throttled > 0, deadline=5.0,
+            clock=lambda: fake.now, sleep=fake.sleep,
+        )  # fmt: skip
+        expected = {
+            "elapsed_s": 0.5,
+            "a": {"nr_periods": 5, "nr_throttled": 5, "throttled_usec": 350_000, "usage_share": 0.3},
+            "b": {"nr_periods": 0, "nr_throttled": 0, "throttled_usec": 0, "usage_share": 1.0},
+        }
+        assert expected == window
+
+    def test_grows_until_the_condition_holds(self, tmp_path: Path) -> None:
+        """Nothing throttled in the first ``seconds``: the window goes on until the condition is first seen."""
+        fake = FakeCpuStat(tmp_path, {"a": (5_000, 1, 0, 0)})
+        seen: list[int] = []
+
+        def throttled_from_tick_8(deltas: Mapping[str, kubetree.CpuStat]) -> bool:
+            seen.append(deltas["a"].nr_periods)
+            return deltas["a"].nr_periods >= 8
+
+        window = kubetree.cpu_stat_window(
+            fake.paths, seconds=0.5, until=throttled_from_tick_8, deadline=5.0, clock=lambda: fake.now,
+            sleep=fake.sleep,
+        )  # fmt: skip
+        assert ([5, 6, 7, 8], 0.8, 8) == (seen, window["elapsed_s"], window["a"]["nr_periods"])
+
+    def test_stops_at_the_deadline(self, tmp_path: Path) -> None:
+        """A condition that never holds ends the window at ``deadline``; the result shows it was not met."""
+        fake = FakeCpuStat(tmp_path, {"a": (5_000, 1, 0, 0)})
+        window = kubetree.cpu_stat_window(
+            fake.paths, seconds=0.5, until=lambda d: d["a"].nr_throttled > 0, deadline=2.0,
+            clock=lambda: fake.now, sleep=fake.sleep,
+        )  # fmt: skip
+        assert (2.0, 0, 0.05) == (window["elapsed_s"], window["a"]["nr_throttled"], window["a"]["usage_share"])

@@ -164,10 +164,13 @@ class TestLongRunning:
         assert (MAX, 0, 0, MAX) == actual, step.explain
 
     def test_busy_sidecar_is_throttled(self, agent_run: GuestRun) -> None:
-        """A spinning log collector keeps its 300m limit: throttled, at most ~35% of a CPU over 1.5 s."""
+        """A spinning log collector keeps its 300m limit: throttled, at most ~35% of a CPU over the window.
+
+        The window is 1.5 s or longer, until the first throttled period (a starved guest may need more).
+        """
         step = agent_run.step("throttle")
         sidecar = step["log-collector"]
-        actual = (sidecar["cpu.max"], sidecar["nr_throttled"] > 0, 0.05 <= sidecar["usage_share"] <= 0.35)
+        actual = (sidecar["cpu.max"], sidecar["nr_throttled"] > 0, 0 < sidecar["usage_share"] <= 0.35)
         limit = PODS.story.container("log-collector").kubelet_cpu_max
         assert (limit, True, True) == actual, step.explain
 
