@@ -9,7 +9,8 @@ pods their addresses, and proxy ARP on the NIC lets QEMU's network answer them (
 QEMU guestfwd). The channel: the host writes `cmd/<n>.json` ({"argv": [...], "timeout": s}, or {"op": name, "args":
 {...}} for the node's lifecycle operations of guest_ops.py: restart the kubelet or containerd, start and stop named
 processes); the guest runs it and writes `cmd/<n>.out.json` ({"rc", "stdout", "stderr"}); a `stop` file ends the node
-(the named processes, the kubelet, containerd).
+(the named processes, the kubelet, containerd). From its first step the guest rewrites `heartbeat` every 5 s, so the
+host can tell a guest frozen whole (a TCG livelock that prints nothing) from a slow one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.cluster.guest_ops import NodeControls
 from tests.vm.background import Background
 from tests.vm.containerd import Containerd, ContainerdConfig
 from tests.vm.matrix import MATRIX
+from tests.vm.scenario import HEARTBEAT_FILE, Heartbeat
 
 __all__ = ["main"]
 
@@ -165,6 +167,7 @@ def main(config_path: str) -> int:
     """Bring the node up, serve commands, tear it down; see the module docstring."""
     config = json.loads(Path(config_path).read_text())
     shared = Path(config["shared"])
+    Heartbeat(shared / HEARTBEAT_FILE)  # until the guest powers off: the host's watchdog reads its age (node.py)
     vm_dir = Path(config["vm_dir"])
     root_over_rootfs()
     for path in WRITABLE:

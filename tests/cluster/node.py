@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,16 +23,28 @@ from typing import Any
 from tests.cluster import build
 from tests.cluster.certs import write_kubeconfig
 from tests.cluster.controlplane import API_SERVICE_IP, NETWORK, NODE_IP, NODE_NAME, ControlPlane
-from tests.cluster.procs import ClusterError, free_port, tail, wait_for
+from tests.cluster.procs import ClusterError, free_port, liveness_checks, tail, wait_for
 from tests.vm import matrix
+from tests.vm.harness import heartbeat_stall_seconds, kill_session
+from tests.vm.scenario import HEARTBEAT_FILE
 
-__all__ = ["GATEWAY", "GuestNode", "NodeSpec", "guest_modules", "kubelet_configuration", "vm_dir"]
+__all__ = ["GATEWAY", "GuestNode", "NodeFrozenError", "NodeSpec", "guest_modules", "kubelet_configuration", "vm_dir"]
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_IN_VM = REPO / "tests" / "vm" / "run-in-vm.sh"
 GATEWAY = "10.0.0.2"
 """QEMU's own address on its user network (the guest's default route)."""
 READY_TIMEOUT = 900.0
+WATCHDOG_POLL_SECONDS = 5.0
+"""How often the host looks at the age of the guest's heartbeat."""
+BOOT_ATTEMPTS = 2
+"""A guest that freezes before its Node is Ready is booted once more (a fresh shared directory); one that
+freezes later ends the tests that use it, each at once (:class:`NodeFrozenError`)."""
+
+
+class NodeFrozenError(ClusterError):
+    """The guest's heartbeat stood still for ``VM_HEARTBEAT_STALL`` seconds (240 by default): the guest froze whole
+    (a TCG livelock: vCPUs busy, nothing on its console) and its QEMU was killed."""
 
 
 def vm_dir() -> Path:
@@ -128,7 +141,11 @@ class GuestNode:
     spec: NodeSpec = field(default_factory=NodeSpec)
     kubelet_port: int = field(default_factory=free_port)
     qemu: subprocess.Popen[bytes] | None = None
+    frozen_for: float | None = None
+    """Seconds the heartbeat had stood still when the watchdog killed the guest; None while it lives."""
+    watchdog_poll: float = WATCHDOG_POLL_SECONDS
     _serial: int = 0
+    _watch_stop: threading.Event = field(default_factory=threading.Event)
 
     @property
     def shared(self) -> Path:
@@ -216,8 +233,27 @@ class GuestNode:
         return self.spec.runtime.bin_dir(vm_dir(), matrix.runtimes_dir())
 
     def start(self) -> GuestNode:
-        """Boot the guest, wait for the kubelet to register and the Node to be Ready."""
+        """Boot the guest, wait for the kubelet to register and the Node to be Ready; a guest that froze on the way
+        is booted once more (:data:`BOOT_ATTEMPTS`), its first shared directory kept as ``shared-frozen-<n>``.
+
+        Raises:
+            NodeFrozenError: every boot froze.
+            ClusterError: the guest exited, or the node was not Ready in time.
+        """
         matrix.build((self.spec.runtime,))  # a containerd 2.x from its Go module, if not built yet
+        for attempt in range(1, BOOT_ATTEMPTS + 1):
+            try:
+                self._boot()
+                return self
+            except NodeFrozenError:
+                self.stop()
+                if attempt == BOOT_ATTEMPTS:
+                    raise
+                self.shared.rename(self.workdir / f"shared-frozen-{attempt}")
+                self.frozen_for = None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _boot(self) -> None:
         config = self._write_config()
         if self.plane.proxy is not None:
             self.plane.proxy.routes[f"{NODE_IP}:10250"] = self.kubelet_port
@@ -230,6 +266,11 @@ class GuestNode:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        self._watch_stop = threading.Event()
+        threading.Thread(
+            target=self.watch, args=(self.qemu, self._watch_stop), name="guest-watchdog", daemon=True
+        ).start()
+        liveness_checks.append(self.check_alive)
         logs = self.logs()
         wait_for(
             "the guest node's containerd and kubelet to start (shared/node-up)",
@@ -239,7 +280,32 @@ class GuestNode:
             every=2.0,
         )
         wait_for(f"Node {NODE_NAME} to be Ready", self.ready, timeout=READY_TIMEOUT, logs=logs, every=3.0)
-        return self
+
+    def watch(self, qemu: subprocess.Popen[bytes], stop: threading.Event) -> None:
+        """Kill the guest (QEMU's whole session) once its heartbeat has stood still for the stall limit."""
+        heartbeat, stall = self.shared / HEARTBEAT_FILE, heartbeat_stall_seconds()
+        while not stop.wait(self.watchdog_poll) and qemu.poll() is None:
+            try:
+                still = time.time() - heartbeat.stat().st_mtime  # the 9p share stamps host time
+            except OSError:
+                continue  # not booted yet: run-in-vm.sh's boot guard holds
+            if still >= stall:
+                self.frozen_for = still
+                kill_session(qemu.pid)
+                return
+
+    def check_alive(self) -> None:
+        """Raise :class:`NodeFrozenError` if the watchdog found the guest frozen (every wait calls it).
+
+        Raises:
+            NodeFrozenError: with the seconds the heartbeat stood still and where the guest's logs are.
+        """
+        if self.frozen_for is not None:
+            raise NodeFrozenError(
+                f"the guest node froze: its heartbeat ({self.shared / HEARTBEAT_FILE}) stood still for "
+                f"{self.frozen_for:.0f} s and QEMU was killed (a TCG guest frozen whole; its console: "
+                f"{self.workdir / 'console.log'}, its kubelet and containerd: {self.shared})"
+            )
 
     def _up(self) -> bool:
         if self.qemu is not None and self.qemu.poll() is not None:
@@ -327,13 +393,15 @@ class GuestNode:
 
     def stop(self) -> None:
         """Ask the guest to stop its kubelet and containerd and power off; kill QEMU if it does not."""
+        self._watch_stop.set()
+        if self.check_alive in liveness_checks:
+            liveness_checks.remove(self.check_alive)
         if self.qemu is None:
             return
         (self.shared / "stop").touch()
         try:
             self.qemu.wait(120)
         except subprocess.TimeoutExpired:
-            os.killpg(self.qemu.pid, 15)
+            kill_session(self.qemu.pid)
             self.qemu.wait(30)
         self.qemu = None
-        time.sleep(0)

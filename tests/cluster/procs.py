@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["ClusterError", "Proc", "free_port", "wait_for"]
+__all__ = ["ClusterError", "Proc", "free_port", "liveness_checks", "wait_for"]
 
 
 class ClusterError(RuntimeError):
@@ -39,13 +39,22 @@ def tail(path: Path, lines: int = 25) -> str:
         return ""
 
 
+liveness_checks: list[Callable[[], None]] = []
+"""Checks that raise (a ClusterError) once something every wait depends on is gone for good — the guest node
+froze and was killed (node.py) — so that each wait of the tests left fails at once, naming it, instead of waiting
+out its own timeout. Whoever starts such a thing adds its check and removes it when it stops."""
+
+
 def wait_for(
     what: str, check: Callable[[], bool], *, timeout: float, logs: Sequence[Path] = (), every: float = 1.0
 ) -> None:
-    """Poll `check` until true; on timeout raise ClusterError naming `what` with the tails of `logs`."""
+    """Poll `check` until true; on timeout raise ClusterError naming `what` with the tails of `logs`. A failing
+    :data:`liveness_checks` entry ends the wait at once with its own error."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while True:
+        for alive in tuple(liveness_checks):
+            alive()
         try:
             if check():
                 return

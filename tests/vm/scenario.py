@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-__all__ = ["HEARTBEAT_FILE", "HEARTBEAT_SECONDS", "Scenario", "WaitTimeoutError", "wait_until"]
+__all__ = ["HEARTBEAT_FILE", "HEARTBEAT_SECONDS", "Heartbeat", "Scenario", "WaitTimeoutError", "wait_until"]
 
 T = TypeVar("T")
 
@@ -65,12 +65,25 @@ HEARTBEAT_SECONDS = 5.0
 """How often the guest rewrites :data:`HEARTBEAT_FILE`."""
 
 
-def _beat(path: Path, stop: threading.Event) -> None:
-    """Rewrite ``path`` with the guest's uptime until ``stop`` (a write error is not the scenario's concern)."""
-    while not stop.is_set():
-        with contextlib.suppress(OSError):
-            path.write_text(f"{_uptime()}\n")
-        stop.wait(HEARTBEAT_SECONDS)
+class Heartbeat:
+    """Rewrites a file with the guest's uptime every :data:`HEARTBEAT_SECONDS` from a daemon thread, until
+    :meth:`stop`: the host reads the file's age to tell a frozen guest from a slow one (a write error is not the
+    caller's concern: the host sees a still heartbeat either way)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stop = threading.Event()
+        threading.Thread(target=self._beat, name="heartbeat", daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                self.path.write_text(f"{_uptime()}\n")
+            self._stop.wait(HEARTBEAT_SECONDS)
+
+    def stop(self) -> None:
+        """Stop rewriting the file (it stays, with its last write)."""
+        self._stop.set()
 
 
 class Scenario:
@@ -91,10 +104,7 @@ class Scenario:
         }
         self._complete = False
         self._save()
-        self._heartbeat_stop = threading.Event()
-        threading.Thread(
-            target=_beat, args=(self.workdir / HEARTBEAT_FILE, self._heartbeat_stop), name="heartbeat", daemon=True
-        ).start()
+        self._heartbeat = Heartbeat(self.workdir / HEARTBEAT_FILE)
 
     @classmethod
     def from_argv(cls, name: str, argv: list[str] | None = None) -> Scenario:
@@ -137,7 +147,7 @@ class Scenario:
         self._meta["scenario_seconds"] = round(time.monotonic() - self._started, 3)
         self._complete = True
         self._save()
-        self._heartbeat_stop.set()
+        self._heartbeat.stop()
         return 0
 
     def _save(self) -> None:
