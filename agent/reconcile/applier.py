@@ -37,6 +37,7 @@ from agent.metrics import UsageKey
 from agent.pods import ContainerKind, PodView, QOSClass
 from agent.reconcile.identity import IdentityBook
 from agent.reconcile.naming import BundleNamer
+from agent.reconcile.pin_trace import PinTrace
 from agent.reconcile.reporter import Reporter
 from agent.reconcile.sweep import QoSLevels, Sweep
 from agent.reconcile.targets import Target, pod_targets, qos_targets
@@ -92,7 +93,8 @@ class Applier:
         self.clock = clock
         self.audit = audit
         self._auditing = False
-        self._pending: dict[Path, float] = {}
+        self._pending: dict[Path, PinTrace] = {}
+        self._pass_began: float | None = None
         self._applied: dict[tuple[Path, str], str] = {}
         self._controllers: set[Path] = set()
         self._sweep: Sweep | None = None
@@ -112,9 +114,20 @@ class Applier:
         return self._sweep is not None
 
     # -- what the watcher saw ----------------------------------------------------------------------
-    def cgroup_appeared(self, path: Path, seen_at: float) -> None:
-        """A container cgroup appeared at ``seen_at``: its pin latency is measured from then."""
-        self._pending[path] = seen_at
+    def cgroup_appeared(self, path: Path, seen_at: float, handled_at: float | None = None) -> None:
+        """A container cgroup appeared at ``seen_at`` (taken by the loop at ``handled_at``): its pin latency is
+        measured from then, its stages (``pin_trace.py``) stamped from here on."""
+        self._pending[path] = PinTrace(seen=seen_at, handled=handled_at)
+
+    def cgroup_named(self, path: Path, at: float) -> None:
+        """The new container at ``path`` was named from its bundle at ``at`` (its ``name`` stage)."""
+        trace = self._pending.get(path)
+        if trace is not None:
+            trace.named = at
+
+    def begin_pass(self, at: float) -> None:
+        """A pass began at ``at``: the containers it writes count their ``plan`` stage from there."""
+        self._pass_began = at
 
     def cgroup_removed(self, path: Path) -> None:
         """A cgroup went: forget what was written there."""
@@ -286,20 +299,27 @@ class Applier:
     def _write(self, plan: Plan, targets: list[Target]) -> None:
         """Write ``targets`` (or say what would be written, in dry-run); a sweep in progress notes their paths."""
         desired = {t.path: t.values for t in targets}
+        writing = self.clock()
+        for target in targets:
+            trace = self._pending.get(target.path)
+            if trace is not None:
+                trace.pass_began, trace.writing = self._pass_began, writing
         if self.dry_run:
             self._dry_run(targets)
             report = ApplyReport()
+            now = self.clock()
         else:
             self._enable_controllers(targets)
             report = self.fs.apply(desired) if desired else ApplyReport()
+            now = self.clock()
             drift = {
                 (r.path, r.file)
                 for r in report.writes
                 if r.phase != "widen" and self._applied.get((r.path, r.file)) == r.new
             }
-            self.reporter.applied(report, targets, drift)
+            self.reporter.applied(report, targets, drift, self._pin_stages(targets, _failed_paths(report), now))
             self._remember(report)
-        self._settle(plan, targets, report)
+        self._settle(plan, targets, _failed_paths(report), now)
         if self._sweep is not None:
             self._sweep.seen.update(desired)
 
@@ -359,22 +379,30 @@ class Applier:
                     },
                 )
 
-    def _settle(self, plan: Plan, targets: list[Target], report: ApplyReport) -> None:
-        """Pin latency for containers now pinned; the ``Pinned`` Event for pods whose containers all are."""
-        now = self.clock()
-        bad = {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}
+    def _pin_stages(self, targets: list[Target], bad: Set[Path | None], now: float) -> dict[Path, dict[str, float]]:
+        """The stages of the new containers among ``targets`` that were written and verified, by path."""
+        stages: dict[Path, dict[str, float]] = {}
+        for target in targets:
+            trace = self._pending.get(target.path)
+            if trace is not None and target.level is CgroupLevel.CONTAINER and target.path not in bad:
+                stages[target.path] = trace.stages_ms(now)
+        return stages
+
+    def _settle(self, plan: Plan, targets: list[Target], bad: Set[Path | None], now: float) -> None:
+        """Pin latency for containers now pinned (``bad``: the paths that failed or did not verify); the
+        ``Pinned`` Event for pods whose containers all are."""
         done_pods: dict[str, bool] = {}
         for target in targets:
             if target.level is not CgroupLevel.CONTAINER or target.pod is None:
                 continue
             ok = target.path not in bad
             done_pods[target.pod.uid] = done_pods.get(target.pod.uid, True) and ok
-            seen = self._pending.get(target.path)
-            if ok and seen is not None and not self.dry_run:
-                self.reporter.metrics.pin_latency.observe(max(0.0, now - seen))
+            trace = self._pending.get(target.path)
+            if ok and trace is not None and not self.dry_run:
+                self.reporter.metrics.pin_latency.observe(max(0.0, now - trace.seen))
                 self.reporter.metrics.container_pins.labels(source=target.source or IdentitySource.STATUS).inc()
                 del self._pending[target.path]
-        for path in [p for p, seen in self._pending.items() if now - seen > _PENDING_TTL]:
+        for path in [p for p, trace in self._pending.items() if now - trace.seen > _PENDING_TTL]:
             del self._pending[path]
         if self.dry_run:
             return
@@ -427,3 +455,8 @@ class Applier:
             key = (pool, pod.namespace, pod.name)
             usage[key] = usage.get(key, 0.0) + seconds
         return usage
+
+
+def _failed_paths(report: ApplyReport) -> set[Path | None]:
+    """The paths of ``report`` whose write failed or did not read back."""
+    return {getattr(f, "path", None) for f in (*report.failures, *report.mismatches)}

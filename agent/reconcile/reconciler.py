@@ -204,12 +204,14 @@ class Reconciler:
     def on_cgroup(self, event: WatchEvent, seen_at: float | None = None) -> None:
         """A cgroup appeared (or went): remember when, so the pin latency can be measured."""
         if isinstance(event, ContainerCgroupAppeared):
-            self.applier.cgroup_appeared(event.path, seen_at if seen_at is not None else self.clock())
+            handled = self.clock()
+            self.applier.cgroup_appeared(event.path, seen_at if seen_at is not None else handled, handled)
             # Only this container and its pod cgroup need writing: re-applying every
             # sibling would make a new container wait on reads of all of them.
             self._new_cgroups.setdefault(event.uid, set()).add(event.path)
             if self.namer is not None:
                 self.namer.identify(event.uid, event.container_id, event.runtime, event.path)
+                self.applier.cgroup_named(event.path, self.clock())
         elif isinstance(event, PodCgroupAppeared):
             self._dirty.add(event.uid)
         elif isinstance(event, CgroupRemoved):
@@ -332,6 +334,7 @@ class Reconciler:
         if not self.pods.synced:
             return False
         start = self.clock()
+        self.applier.begin_pass(start)
         views, malformed = self.pods.views()
         views = [self._confirm_mirror_owner(view) for view in views]
         for view in views:

@@ -475,8 +475,15 @@ class Reporter:
                 self.log.info("kubelet.pinning", policy=policy.policy, reason=policy.reason, pinning=False)
 
     # -- writes -----------------------------------------------------------------------------
-    def applied(self, report: ApplyReport, targets: Iterable[Target], drift: set[tuple[Path, str]]) -> None:
-        """Log one line per written cgroup, count writes, drift repairs and failures, warn the pods."""
+    def applied(
+        self,
+        report: ApplyReport,
+        targets: Iterable[Target],
+        drift: set[tuple[Path, str]],
+        pins: Mapping[Path, Mapping[str, float]] | None = None,
+    ) -> None:
+        """Log one line per written cgroup, count writes, drift repairs and failures, warn the pods; a new
+        container's line carries where its pin latency went (``pins``: ``pin_ms`` by path, ``pin_trace.py``)."""
         by_path = {t.path: t for t in targets}
         writes: dict[Path, list[WriteRecord]] = defaultdict(list)
         for record in report.writes:
@@ -489,10 +496,12 @@ class Reporter:
             if repaired:
                 self.metrics.drift_repairs.inc(len(repaired))
             event = "cgroup.drift_repaired" if repaired else "cgroup.applied"
+            pin = {} if pins is None or path not in pins else {"pin_ms": dict(pins[path])}
             self.log.info(
                 event,
                 **self._target_fields(target, path),
                 files={r.file: {"old": r.old, "new": r.new, "result": r.result} for r in records},
+                **pin,
             )
         for failure in (*report.failures, *report.mismatches):
             self._failure(failure, by_path)

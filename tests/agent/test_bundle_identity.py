@@ -66,6 +66,32 @@ def test_container_is_pinned_from_its_bundle_before_its_status(tmp_path: Path, d
     assert (["1,17"], "container", [1.0, 0.0]) == (_applied(logs, path), applied[0]["cgroup_level"], pins)
 
 
+def test_the_new_containers_line_says_where_its_pin_latency_went(tmp_path: Path) -> None:
+    """Its ``cgroup.applied`` line carries ``pin_ms``: every stage of the bundle path, adding up to the total,
+    which is what the pin latency histogram observed; the pod cgroup's line has none."""
+    node = make_node(tmp_path)
+    web = waiting_pod("web")
+    node.add_pod(web)
+    _runtime_state(node)
+    with capture_logs() as logs, running(node.agent()) as agent:
+        wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
+        write_bundle(node.runtime_root, runtime_id(web, "app"), containerd_annotations(web["metadata"]["uid"], "app"))
+        path = _appear(node, web, runtime_id(web, "app"))
+        wait_until(lambda: sample(agent, "podpin_pin_latency_seconds_count") == 1.0, what="the pin observed")
+        observed = sample(agent, "podpin_pin_latency_seconds_sum") or 0.0
+    pin = lines(logs, "cgroup.applied", path=str(path))[0]["pin_ms"]
+    others = [e for e in lines(logs, "cgroup.applied") if e["path"] != str(path) and "pin_ms" in e]
+    stages = ["queue", "name", "wait", "plan", "write"]
+    actual = (
+        ["total", *stages],
+        all(value >= 0 for value in pin.values()),
+        abs(sum(pin[s] for s in stages) - pin["total"]) < 0.01,
+        abs(pin["total"] - observed * 1000) < 0.01,
+        others,
+    )
+    assert (list(pin), True, True, True, []) == actual, pin
+
+
 def test_sandbox_is_recognised_and_gets_the_interim_set(tmp_path: Path) -> None:
     """The sandbox's bundle says ``sandbox``: it gets the pod's interim set and is logged as the sandbox."""
     node = make_node(tmp_path)
