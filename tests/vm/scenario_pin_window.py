@@ -6,7 +6,9 @@ containers (``runtimepods.bench_pod``: every container one exclusive CPU, so non
 inherits), one pod at a time: published without status, admitted, started over CRI with the probe image
 (each container prints the ``Cpus_allowed_list`` it started with), its containers' statuses published
 ``--status-delay`` s after each started, recorded, deleted. Per container: the window from its cgroup
-appearing to ``cpuset.cpus`` holding its planned CPU, and whether its first view already was that CPU.
+appearing to ``cpuset.cpus`` holding its planned CPU, whether its first view already was that CPU, and the
+agent's own account of where its pin went (``pin_ms`` of its ``cgroup.applied`` line: queue, name, wait, plan,
+write), summed up per stage.
 ``cpubench`` / ``cpubench_after`` time the CPU micro-benchmark for the VM slowdown factor.
 """
 
@@ -35,11 +37,38 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+PIN_STAGES = ("total", "queue", "name", "wait", "plan", "write")
+"""The agent's own account of a pin (``pin_ms`` of ``cgroup.applied``, ``agent/reconcile/pin_trace.py``)."""
+
+
+def attach_pin_stages(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """Give each record the ``pin_ms`` of the agent's first ``cgroup.applied`` line for its container cgroup (the
+    cgroup's directory is the container id here, cgroupfs driver), or None where the agent wrote nothing new (NRI:
+    runc created the cgroup with the set already)."""
+    by_id: dict[str, dict[str, float]] = {}
+    for event in events:
+        if event.get("event") == "cgroup.applied" and isinstance(event.get("pin_ms"), dict):
+            by_id.setdefault(Path(str(event.get("path", ""))).name, event["pin_ms"])
+    for record in records:
+        record["pin_ms"] = by_id.get(record["id"])
+
+
+def stage_summary(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """p50 and p99 (guest milliseconds) of each stage over the records that have ``pin_ms``."""
+    found: dict[str, dict[str, float]] = {}
+    for stage in PIN_STAGES:
+        values = sorted(r["pin_ms"][stage] for r in records if r.get("pin_ms") and stage in r["pin_ms"])
+        if values:
+            found[stage] = {"p50_ms": round(percentile(values, 0.50), 2), "p99_ms": round(percentile(values, 0.99), 2)}
+    return found
+
+
 def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """The benchmark row's numbers from the per-container records."""
     windows = sorted(r["window_ms"] for r in records if r["window_ms"] is not None)
     starts = sorted(r["started_after_ms"] for r in records if r["started_after_ms"] is not None)
     return {
+        "stages": stage_summary(records),
         "containers": len(records),
         "first_view_final": sum(1 for r in records if r["first_view_final"]),
         "pinned": len(windows),
@@ -71,6 +100,7 @@ def run_mode(node: RuntimeNode, mode: str, order: int, args: argparse.Namespace,
         node.delete_pod(spec)
         wait_until("the pod released", partial(_released, node, spec.uid), timeout=60)
     out["seconds"] = round(time.monotonic() - started, 1)
+    attach_pin_stages(records, node.agent_events())
     out["records"] = records
     out["summary"] = summary(records)
     out["metrics"] = node.metrics()

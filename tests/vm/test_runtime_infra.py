@@ -15,6 +15,7 @@ import tarfile
 import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -28,6 +29,7 @@ from tests.vm.cri import cri_api_pb2 as pb
 from tests.vm.crikubelet import first_view, log_lines, pod_cgroup_name, probe_uptime
 from tests.vm.runtimenode import StatusWriter
 from tests.vm.runtimepods import cache_pod, manifest, story_pod
+from tests.vm.scenario_pin_window import attach_pin_stages, stage_summary
 from tests.vm.scenario_runtime import sync_seconds
 
 CRI = Path(__file__).resolve().parent / "cri"
@@ -355,3 +357,32 @@ def test_sync_seconds_spans_the_last_connection() -> None:
         sync_seconds(events[:4]),
         sync_seconds([]),
     )
+
+
+class TestPinStages:
+    """The pin-window scenario's reading of the agent's ``pin_ms`` (host only, no VM)."""
+
+    def test_each_container_gets_its_first_applied_lines_stages(self) -> None:
+        """Matched by the cgroup's directory (the container id); a later line of the same cgroup and lines
+        without ``pin_ms`` are not taken; a container the agent never wrote gets None."""
+        first = {"total": 2.0, "write": 1.0}
+        events: list[dict[str, Any]] = [
+            {"event": "cgroup.applied", "path": "/sys/fs/cgroup/kubepods/podx/aaa", "pin_ms": first},
+            {"event": "cgroup.applied", "path": "/sys/fs/cgroup/kubepods/podx/aaa", "pin_ms": {"total": 9.0}},
+            {"event": "cgroup.applied", "path": "/sys/fs/cgroup/kubepods/podx"},
+            {"event": "cgroup.drift_repaired", "path": "/sys/fs/cgroup/kubepods/podx/bbb", "pin_ms": {"total": 1.0}},
+        ]
+        records: list[dict[str, Any]] = [{"id": "aaa"}, {"id": "bbb"}]
+        attach_pin_stages(records, events)
+        assert [first, None] == [r["pin_ms"] for r in records]
+
+    def test_stage_summary_per_stage_over_the_records_that_have_it(self) -> None:
+        """Nearest-rank p50 and p99 per stage; records without ``pin_ms`` (NRI) or without a stage are skipped."""
+        records: list[dict[str, Any]] = [{"pin_ms": {"total": float(t), "write": 1.0}} for t in range(1, 101)]
+        records += [{"pin_ms": None}, {"pin_ms": {"total": 500.0, "name": 0.5}}]
+        expected = {
+            "total": {"p50_ms": 51.0, "p99_ms": 100.0},
+            "name": {"p50_ms": 0.5, "p99_ms": 0.5},
+            "write": {"p50_ms": 1.0, "p99_ms": 1.0},
+        }
+        assert expected == stage_summary(records)

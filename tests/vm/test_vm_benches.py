@@ -21,7 +21,7 @@ from tests.vm import harness
 
 VM_BENCHES = {
     "bench_pin_latency_vm.py": ("vm_ms", "native_estimate_ms", "pinned"),
-    "bench_pin_window.py": ("p50_ms", "p99_ms", "native_p99_ms_est"),
+    "bench_pin_window.py": ("p50_ms", "p99_ms", "native_p99_ms_est", "stage_total_p99_ms", "stage_write_p99_ms"),
 }
 
 
