@@ -306,20 +306,21 @@ class Applier:
                 trace.pass_began, trace.writing = self._pass_began, writing
         if self.dry_run:
             self._dry_run(targets)
-            report = ApplyReport()
+            failed: set[Path | None] = set()
             now = self.clock()
         else:
             self._enable_controllers(targets)
             report = self.fs.apply(desired) if desired else ApplyReport()
             now = self.clock()
+            failed = _failed_paths(report)
             drift = {
                 (r.path, r.file)
                 for r in report.writes
                 if r.phase != "widen" and self._applied.get((r.path, r.file)) == r.new
             }
-            self.reporter.applied(report, targets, drift, self._pin_stages(targets, _failed_paths(report), now))
+            self.reporter.applied(report, targets, drift, self._pin_stages(targets, failed, now))
             self._remember(report)
-        self._settle(plan, targets, _failed_paths(report), now)
+        self._settle(plan, targets, failed, now)
         if self._sweep is not None:
             self._sweep.seen.update(desired)
 
