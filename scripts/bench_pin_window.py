@@ -22,8 +22,9 @@ pure-Python work (``tests/vm/cpubench.py``, agent-like cpuset/JSON work) timed w
 this host and in the guest, fastest of ``--repeats`` runs, before and after. The native estimate divides
 the VM window by it; not for ``api``, whose window is the API lag, not CPU work. ``p50_vs_api`` and
 ``p99_vs_api`` give each mode's window as a fraction of the ``api`` baseline's (when ``api`` ran). In ``nri``
-mode podpin has answered before the cgroup exists: the window is runc's own, from creating the cgroup to
-writing the cpuset it was given. Where podpin wrote a new container's cgroup (``bundle``, ``api``), its log line
+mode podpin has answered before the cgroup exists, and the window ends at whichever write comes first: runc's,
+of the set NRI put in the spec (runc applies the spec's resources once its init is ready), or podpin's watcher
+pinning the new cgroup as in every mode. Where podpin wrote a new container's cgroup (``bundle``, ``api``), its log line
 says where the time went (``pin_ms``: queue, name, wait, plan, write); the rows carry each stage's p50 and p99
 in guest milliseconds (``stage_<name>_p50_ms``, ``_p99_ms``).
 
