@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from agent.runner import Agent
 from agent.runtime import IdentityErrorReason, IdentitySource
 from tests.support.agentfixture import AgentNode, lines, make_node, running, sample, wait_until
 from tests.support.bundles import bundle_path, containerd_annotations, write_bundle
@@ -43,6 +44,13 @@ def _applied(logs: Sequence[Mapping[str, Any]], path: Path) -> list[str | None]:
     return [e["files"].get("cpuset.cpus", {}).get("new") for e in lines(logs, "cgroup.applied", path=str(path))]
 
 
+def _admitted_then_appears(node: AgentNode, agent: Agent, web: Mapping[str, Any]) -> Path:
+    """Once ``web`` is admitted, its container ``app``'s bundle is written and its cgroup appears; the cgroup."""
+    wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
+    write_bundle(node.runtime_root, runtime_id(web, "app"), containerd_annotations(web["metadata"]["uid"], "app"))
+    return _appear(node, web, runtime_id(web, "app"))
+
+
 @pytest.mark.parametrize("driver", ["systemd", "cgroupfs"])
 def test_container_is_pinned_from_its_bundle_before_its_status(tmp_path: Path, driver: str) -> None:
     """No containerID in the status: the bundle names the container, whose first cpuset is its own slice."""
@@ -51,9 +59,7 @@ def test_container_is_pinned_from_its_bundle_before_its_status(tmp_path: Path, d
     node.add_pod(web)
     _runtime_state(node)
     with capture_logs() as logs, running(node.agent()) as agent:
-        wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
-        write_bundle(node.runtime_root, runtime_id(web, "app"), containerd_annotations(web["metadata"]["uid"], "app"))
-        path = _appear(node, web, runtime_id(web, "app"))
+        path = _admitted_then_appears(node, agent, web)
         wait_until(lambda: node.read(path) == "1,17", what="the container's own slice")
         wait_until(
             lambda: sample(agent, "podpin_container_pins_total", source=IdentitySource.BUNDLE), what="the pin counted"
@@ -74,9 +80,7 @@ def test_the_new_containers_line_says_where_its_pin_latency_went(tmp_path: Path)
     node.add_pod(web)
     _runtime_state(node)
     with capture_logs() as logs, running(node.agent()) as agent:
-        wait_until(lambda: agent.reconciler.planner.is_admitted(web["metadata"]["uid"]), what="web admitted")
-        write_bundle(node.runtime_root, runtime_id(web, "app"), containerd_annotations(web["metadata"]["uid"], "app"))
-        path = _appear(node, web, runtime_id(web, "app"))
+        path = _admitted_then_appears(node, agent, web)
         wait_until(lambda: sample(agent, "podpin_pin_latency_seconds_count") == 1.0, what="the pin observed")
         observed = sample(agent, "podpin_pin_latency_seconds_sum") or 0.0
     pin = lines(logs, "cgroup.applied", path=str(path))[0]["pin_ms"]
