@@ -5,7 +5,8 @@ CRI-O or docker), ``fs`` reads values and enables controllers, ``writer`` writes
 values in a safe order with a read-back check (through ``CgroupFS.apply``),
 ``values`` holds the file names and write records both share (what a cgroup should hold is
 :class:`agent.vocabulary.CgroupValues`), ``watch`` reports cgroups
-appearing and disappearing. Only cgroup v2 is supported; a v1 or hybrid host is
+appearing and disappearing, and writes to the files podpin manages in a
+container cgroup. Only cgroup v2 is supported; a v1 or hybrid host is
 refused with :class:`CgroupV1Error`.
 """
 
@@ -32,12 +33,16 @@ from agent.cgroups.layout import (
     ScannedPod,
     detect_layout,
     ensure_inside,
+    list_containers,
     scan,
     validate_qos,
     validate_uid,
 )
+from agent.cgroups.path_guard import checked_once
 from agent.cgroups.values import ApplyReport, WriteRecord
 from agent.cgroups.watch import (
+    MANAGED_FILES,
+    CgroupFileChanged,
     CgroupRemoved,
     CgroupWatcher,
     ContainerCgroupAppeared,
@@ -69,7 +74,9 @@ __all__ = [
     "ScannedPod",
     "detect_layout",
     "scan",
+    "list_containers",
     "ensure_inside",
+    "checked_once",
     "validate_uid",
     "validate_qos",
     # fs
@@ -86,6 +93,8 @@ __all__ = [
     "PodCgroupAppeared",
     "ContainerCgroupAppeared",
     "CgroupRemoved",
+    "CgroupFileChanged",
+    "MANAGED_FILES",
     "WatchEvent",
     "Sink",
     "WatchMode",

@@ -1,4 +1,5 @@
-"""Notice new and removed pod and container cgroups within milliseconds (inotify), or by polling.
+"""Notice new and removed pod and container cgroups, and rewrites of the files podpin manages, within
+milliseconds (inotify), or by polling.
 
 The agent must pin a new container before its workload settles on the wrong
 CPUs, so it learns about a container cgroup from the kernel (inotify on the
@@ -7,6 +8,26 @@ kubepods tree, as koordlet's PLEG does) rather than waiting for the API server.
 Watched directories: kubepods, the burstable and besteffort levels, and every
 pod cgroup (a new pod directory is watched as soon as it appears; its existing
 children are then listed, so a container created in between is not missed).
+Every known container cgroup is watched too, for ``IN_MODIFY`` only: a write to
+its ``cpuset.cpus``, ``cpuset.mems`` or ``cpu.max`` is reported as
+:class:`CgroupFileChanged` (other files are dropped at the name check). runc
+applies the OCI spec's resources after podpin pinned a new container (its
+``cpu.max`` quota back over podpin's ``max``), ``runc update`` after an in-place
+resize; the reconciler re-applies that container at once instead of at the next
+full pass. podpin's own writes are reported too (the kernel cannot tell writers
+apart); the re-apply they cause reads and writes nothing. A container directory
+whose watch cannot be added (the watch limit, ``ENOSPC``) is reported and known
+as usual, only without file events: it is counted in
+:attr:`CgroupWatcher.unwatched_containers` (the first reason kept in
+:attr:`CgroupWatcher.unwatched_reason`) and the watcher stays in inotify mode,
+the periodic full pass repairs that container. A removed cgroup2 directory's
+own watch hears nothing (no ``IN_DELETE_SELF``/``IN_IGNORED`` on 6.1,
+``tests/vm/test_kernel_facts.py``): the watch would stay, holding a slot of the
+watch limit, so a container's watch is removed when its pod's watch reports it
+gone (as a pod's is); an ``IN_IGNORED`` that does come forgets the watch.
+Polling reports no :class:`CgroupFileChanged`: there the periodic full pass is
+the only repair.
+
 Directory names are parsed with :class:`~agent.cgroups.layout.CgroupLayout` for
 both drivers and the three runtimes; CRI-O's ``crio-conmon-*`` cgroups, other
 names and plain files are ignored.
@@ -38,6 +59,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from agent.cgroups.layout import CgroupLayout, scan
+from agent.cgroups.values import CPU_MAX, CPUS, MEMS
 from agent.fault_boundary import FaultBoundary, Stage
 from agent.vocabulary import PodUID, QOSClass, Runtime
 
@@ -46,6 +68,8 @@ __all__ = [
     "PodCgroupAppeared",
     "ContainerCgroupAppeared",
     "CgroupRemoved",
+    "CgroupFileChanged",
+    "MANAGED_FILES",
     "WatchEvent",
     "Sink",
     "CgroupWatcher",
@@ -53,9 +77,15 @@ __all__ = [
 ]
 
 # inotify(7) flags (linux/inotify.h); inotify_simple.flags has the same values.
+_IN_MODIFY = 0x2
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE, _IN_DELETE = 0x40, 0x80, 0x100, 0x200
 _IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR, _IN_ISDIR = 0x4000, 0x8000, 0x01000000, 0x40000000
 _MASK = _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_ONLYDIR
+_FILE_MASK = _IN_MODIFY | _IN_ONLYDIR
+"""A container directory: writes to its files (its removal is seen by its pod's watch, which removes this one)."""
+
+MANAGED_FILES = frozenset({CPUS, MEMS, CPU_MAX})
+"""The files of a container cgroup whose modification is reported (the ones podpin writes)."""
 
 
 class WatchMode(StrEnum):
@@ -93,7 +123,18 @@ class CgroupRemoved:
     path: Path
 
 
-WatchEvent = PodCgroupAppeared | ContainerCgroupAppeared | CgroupRemoved
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CgroupFileChanged:
+    """Something wrote ``file`` (one of :data:`MANAGED_FILES`) of a known container cgroup: runc applying the
+    spec's resources after podpin pinned it, ``runc update``, an operator, or podpin itself (inotify only)."""
+
+    uid: PodUID
+    container_id: str
+    path: Path
+    file: str
+
+
+WatchEvent = PodCgroupAppeared | ContainerCgroupAppeared | CgroupRemoved | CgroupFileChanged
 """What the watcher reports."""
 
 Sink = Callable[[WatchEvent], None]
@@ -182,6 +223,10 @@ class CgroupWatcher:
         self.mode: WatchMode | Literal["stopped"] = "stopped"
         self.fallback_reason: str | None = None
         self.error: Exception | None = None
+        self.unwatched_containers = 0
+        """Container cgroups whose file watch could not be added (no :class:`CgroupFileChanged` for them)."""
+        self.unwatched_reason: str | None = None
+        """Why the first of them could not be watched (e.g. the watch limit); None while every one is."""
         self.boundary: FaultBoundary | None = None
         """Where an unexpected failure with one directory stops (that event only); None: it ends the thread."""
         self._ino: INotifyLike | None = None
@@ -295,6 +340,10 @@ class CgroupWatcher:
         if event.mask & _IN_IGNORED:
             self._wds.pop(event.wd, None)
             return
+        if event.mask & _IN_MODIFY:
+            if event.name in MANAGED_FILES:  # first: most writes to a container's files are not podpin's files
+                self._file_changed(event.wd, event.name)
+            return
         parent = self._wds.get(event.wd)
         if parent is None or not event.mask & _IN_ISDIR:
             return
@@ -305,6 +354,12 @@ class CgroupWatcher:
                 self._adopt(path, node)
         elif event.mask & (_IN_DELETE | _IN_MOVED_FROM):
             self._forget(path)
+
+    def _file_changed(self, wd: int, name: str) -> None:
+        path = self._wds.get(wd)
+        node = self._known.get(path) if path is not None else None
+        if isinstance(node, ContainerCgroupAppeared):
+            self._sink(CgroupFileChanged(uid=node.uid, container_id=node.container_id, path=node.path, file=name))
 
     # -- the known tree ----------------------------------------------------------------
     def _classify(self, parent: Path, name: str) -> _Node | None:
@@ -325,8 +380,9 @@ class CgroupWatcher:
         return None
 
     def _adopt(self, path: Path, node: _Node) -> None:
-        """Record a new directory, watch it if it holds pods or containers, report it, list it."""
-        watched = self._ino is not None and not isinstance(node, ContainerCgroupAppeared)
+        """Record a new directory, watch it (a container: its files), report it, list it if it holds cgroups."""
+        container = isinstance(node, ContainerCgroupAppeared)
+        watched = self._ino is not None and not container
         if watched:
             assert self._ino is not None
             try:
@@ -335,6 +391,8 @@ class CgroupWatcher:
                 if error.errno in (errno.ENOENT, errno.ENOTDIR):
                     return  # removed again before we looked; its DELETE event follows
                 raise _InotifyError(error) from error
+        elif container and self._ino is not None:
+            self._watch_files(path)
         self._known[path] = node
         if not isinstance(node, QOSClass):
             self._sink(node)
@@ -347,6 +405,19 @@ class CgroupWatcher:
                 child = self._classify(path, name)
                 if child is not None and path / name not in self._known:
                     self._adopt(path / name, child)
+
+    def _watch_files(self, path: Path) -> None:
+        """Watch a container directory's files; one that cannot be is skipped (module docstring), never a reason
+        to poll: the pods' watches, which new containers need, stay as they are."""
+        assert self._ino is not None
+        try:
+            self._wds[self._ino.add_watch(path, _FILE_MASK)] = path
+        except OSError as error:
+            if error.errno in (errno.ENOENT, errno.ENOTDIR):
+                return  # removed again before we looked: nothing to repair; its pod's DELETE event follows
+            self.unwatched_containers += 1
+            if self.unwatched_reason is None:
+                self.unwatched_reason = f"{path}: {error.strerror or error}"
 
     def _forget(self, path: Path) -> None:
         """Drop ``path`` and everything known below it; report pods and containers, deepest first.

@@ -1,4 +1,5 @@
-"""The kubepods watcher: typed events for new and removed cgroups, by inotify or by polling."""
+"""The kubepods watcher: typed events for new and removed cgroups, by inotify or by polling, and for writes to the
+files podpin manages in a container cgroup (inotify only)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from agent.cgroups.layout import detect_layout
 from agent.cgroups.watch import (
+    CgroupFileChanged,
     CgroupRemoved,
     CgroupWatcher,
     ContainerCgroupAppeared,
@@ -30,16 +32,25 @@ from tests.support.cgroupfs_builder import FixtureTree, build_tree, container_he
 
 _IN_Q_OVERFLOW = 0x4000
 _CREATE_DIR = 0x100 | 0x40000000  # IN_CREATE | IN_ISDIR
+_DELETE_DIR = 0x200 | 0x40000000  # IN_DELETE | IN_ISDIR
+_IN_MODIFY, _IN_IGNORED, _IN_ONLYDIR = 0x2, 0x8000, 0x01000000
 
 
 class Events:
-    """A sink that queues events with their arrival time."""
+    """A sink that queues events with their arrival time.
 
-    def __init__(self) -> None:
+    ``files=False`` (the default) drops :class:`CgroupFileChanged`: a fixture container's files are written
+    after its ``mkdir`` (the kernel creates them with it), so the watch on a new container may or may not see
+    those writes, and the tests of the directory events would race with them.
+    """
+
+    def __init__(self, *, files: bool = False) -> None:
         self.queue: queue.Queue[tuple[float, WatchEvent]] = queue.Queue()
+        self.files = files
 
     def __call__(self, event: WatchEvent) -> None:
-        self.queue.put((time.perf_counter(), event))
+        if self.files or not isinstance(event, CgroupFileChanged):
+            self.queue.put((time.perf_counter(), event))
 
     def take(self, count: int, timeout: float = 3.0) -> list[WatchEvent]:
         """The next ``count`` events; raises ``queue.Empty`` if they do not come in time."""
@@ -171,17 +182,23 @@ class FakeINotify:
         self.read_fd, self.write_fd = os.pipe()
         self.on_add = on_add
         self.watches: dict[int, Path] = {}
+        self.masks: dict[Path, int] = {}
+        self.added = 0
         self.pending: list[FakeEvent] = []
         self.lock = threading.Lock()
 
     def fileno(self) -> int:
         return self.read_fd
 
-    def add_watch(self, path: Path, _mask: int, /) -> int:
+    def add_watch(self, path: Path, mask: int, /) -> int:
         self.on_add(Path(path))
-        wd = len(self.watches) + 1
-        self.watches[wd] = Path(path)
-        return wd
+        self.added += 1  # like the kernel, never hand out a removed watch's number again
+        self.watches[self.added] = Path(path)
+        self.masks[Path(path)] = mask
+        return self.added
+
+    def wd_of(self, path: Path) -> int:
+        return next(wd for wd, watched in self.watches.items() if watched == path)
 
     def rm_watch(self, wd: int, /) -> None:
         self.watches.pop(wd)
@@ -216,7 +233,14 @@ class TestRecovery:
             fake.inject(FakeEvent(wd=-1, mask=_IN_Q_OVERFLOW, cookie=0, name=""))
             expected = [CgroupRemoved(path=old), new, container_event(new, tree, 2, "containerd", Runtime.CONTAINERD)]
             assert expected == events.take(3)
-            expected_watches = {tree.kubepods(), tree.qos_dir("Burstable"), tree.qos_dir("BestEffort"), new.path}
+            container = container_event(new, tree, 2, "containerd", Runtime.CONTAINERD).path
+            expected_watches = {
+                tree.kubepods(),
+                tree.qos_dir("Burstable"),
+                tree.qos_dir("BestEffort"),
+                new.path,
+                container,
+            }
             assert expected_watches == set(fake.watches.values())
 
     def test_container_created_before_pod_watch(self, tmp_path: Path, events: Events) -> None:
@@ -274,6 +298,144 @@ class TestRecovery:
             time.sleep(0.01)
         assert (True, "stopped") == (watcher.stop(), watcher.mode)
         assert "sink broke on PodCgroupAppeared" == str(watcher.error)
+
+
+def _modify(fake: FakeINotify, path: Path, name: str) -> None:
+    fake.inject(FakeEvent(wd=fake.wd_of(path), mask=_IN_MODIFY, cookie=0, name=name))
+
+
+class TestFileChanges:
+    """A write to a file podpin manages in a known container cgroup is reported; nothing else is."""
+
+    def test_managed_files_reported_others_not(self, tmp_path: Path) -> None:
+        """IN_MODIFY of ``cpu.max``, ``cpuset.cpus``, ``cpuset.mems`` gives one event each; ``memory.max``,
+        ``cpu.weight`` and ``cgroup.events`` give none; the container's watch asks for IN_MODIFY only."""
+        events = Events(files=True)
+        tree = build_tree(tmp_path)
+        pod = pod_event(tree, 1, "Guaranteed")
+        ctr = container_event(pod, tree, 1, "containerd", Runtime.CONTAINERD)
+        tree.add_container(tree.add_pod(pod.uid), container_hex(1))
+        fake = FakeINotify()
+        with watching(tree, events, inotify_factory=lambda: fake) as watcher:
+            assert [pod, ctr] == events.take(2)
+            for name in ("memory.max", "cpu.max", "cpu.weight", "cpuset.cpus", "cgroup.events", "cpuset.mems"):
+                _modify(fake, ctr.path, name)
+            changed = [
+                CgroupFileChanged(uid=pod.uid, container_id=ctr.container_id, path=ctr.path, file=name)
+                for name in ("cpu.max", "cpuset.cpus", "cpuset.mems")
+            ]
+            assert changed == events.take(3)
+            _modify(fake, ctr.path, "memory.max")
+            _modify(fake, pod.path, "cpu.max")  # a pod directory's watch never asks for IN_MODIFY: ignored
+            time.sleep(0.1)
+            actual = (events.queue.qsize(), fake.masks[ctr.path], watcher.unwatched_containers, watcher.mode)
+            assert (0, _IN_MODIFY | _IN_ONLYDIR, 0, "inotify") == actual
+
+    def test_removed_containers_watch_is_dropped(self, tmp_path: Path) -> None:
+        """A container removed (its pod's IN_DELETE) loses its watch and is reported once; a late IN_MODIFY or
+        the kernel's IN_IGNORED for the old watch reports nothing."""
+        events = Events(files=True)
+        tree = build_tree(tmp_path)
+        pod = pod_event(tree, 1, "Guaranteed")
+        ctr = container_event(pod, tree, 1, "containerd", Runtime.CONTAINERD)
+        tree.add_container(tree.add_pod(pod.uid), container_hex(1))
+        fake = FakeINotify()
+        with watching(tree, events, inotify_factory=lambda: fake):
+            events.take(2)
+            old_wd = fake.wd_of(ctr.path)
+            _rmtree(ctr.path)
+            fake.inject(FakeEvent(wd=fake.wd_of(pod.path), mask=_DELETE_DIR, cookie=0, name=ctr.path.name))
+            assert [CgroupRemoved(path=ctr.path)] == events.take(1)
+            fake.inject(FakeEvent(wd=old_wd, mask=_IN_MODIFY, cookie=0, name="cpu.max"))
+            fake.inject(FakeEvent(wd=old_wd, mask=_IN_IGNORED, cookie=0, name=""))
+            time.sleep(0.1)
+            assert (0, [pod.path]) == (
+                events.queue.qsize(),
+                [p for p in fake.watches.values() if p.is_relative_to(pod.path)],
+            )
+
+    def test_ignored_ends_a_containers_file_events(self, tmp_path: Path) -> None:
+        """IN_IGNORED (the kernel dropped the watch: the directory went) forgets the watch: an IN_MODIFY that
+        reuses its number reports nothing; the container stays known until its pod's watch reports it gone."""
+        events = Events(files=True)
+        tree = build_tree(tmp_path)
+        pod = pod_event(tree, 1, "Guaranteed")
+        ctr = container_event(pod, tree, 1, "containerd", Runtime.CONTAINERD)
+        tree.add_container(tree.add_pod(pod.uid), container_hex(1))
+        fake = FakeINotify()
+        with watching(tree, events, inotify_factory=lambda: fake):
+            events.take(2)
+            wd = fake.wd_of(ctr.path)
+            fake.inject(FakeEvent(wd=wd, mask=_IN_IGNORED, cookie=0, name=""))
+            fake.inject(FakeEvent(wd=wd, mask=_IN_MODIFY, cookie=0, name="cpu.max"))
+            time.sleep(0.1)
+            assert 0 == events.queue.qsize()
+            _rmtree(ctr.path)
+            fake.inject(FakeEvent(wd=fake.wd_of(pod.path), mask=_DELETE_DIR, cookie=0, name=ctr.path.name))
+            assert [CgroupRemoved(path=ctr.path)] == events.take(1)
+
+    @pytest.mark.parametrize(
+        ("error", "counted"),
+        [(errno.ENOSPC, 1), (errno.EACCES, 1), (errno.ENOENT, 0)],
+        ids=["ENOSPC", "EACCES", "ENOENT"],
+    )
+    def test_container_that_cannot_be_watched_is_skipped(
+        self, tmp_path: Path, events: Events, error: int, counted: int
+    ) -> None:
+        """A container directory whose watch fails is still reported, the watcher stays in inotify mode (the pods'
+        watches still report new containers), and the failure is counted (not ENOENT: the directory went)."""
+        tree = build_tree(tmp_path)
+        pod = pod_event(tree, 1, "Guaranteed")
+        first = container_event(pod, tree, 1, "containerd", Runtime.CONTAINERD)
+
+        def refuse(path: Path) -> None:
+            if path == first.path:
+                raise OSError(error, os.strerror(error))
+
+        fake = FakeINotify(on_add=refuse)
+        with watching(tree, events, inotify_factory=lambda: fake, poll_interval=0.02) as watcher:
+            tree.add_pod(pod.uid)
+            fake.inject(FakeEvent(wd=fake.wd_of(tree.kubepods()), mask=_CREATE_DIR, cookie=0, name=pod.path.name))
+            assert [pod] == events.take(1)
+            tree.add_container(pod.path, container_hex(1))
+            fake.inject(FakeEvent(wd=fake.wd_of(pod.path), mask=_CREATE_DIR, cookie=0, name=first.path.name))
+            assert [first] == events.take(1)
+            second = container_event(pod, tree, 2, "containerd", Runtime.CONTAINERD)
+            tree.add_container(pod.path, container_hex(2))
+            fake.inject(FakeEvent(wd=fake.wd_of(pod.path), mask=_CREATE_DIR, cookie=0, name=second.path.name))
+            assert [second] == events.take(1)
+            reason = f"{first.path}: {os.strerror(error)}" if counted else None
+            actual = (watcher.mode, watcher.fallback_reason, watcher.unwatched_containers, watcher.unwatched_reason)
+            assert ("inotify", None, counted, reason) == actual
+            assert (False, True) == (first.path in fake.watches.values(), second.path in fake.watches.values())
+
+    def test_real_inotify_reports_a_write_to_cpu_max(self, tmp_path: Path) -> None:
+        """With the kernel's inotify (plain files also raise IN_MODIFY), another writer's ``cpu.max`` is reported
+        within milliseconds; a ``memory.max`` write is not."""
+        events = Events(files=True)
+        tree = build_tree(tmp_path)
+        pod = pod_event(tree, 1, "Guaranteed")
+        ctr = container_event(pod, tree, 1, "containerd", Runtime.CONTAINERD)
+        tree.add_container(tree.add_pod(pod.uid), container_hex(1))
+        with watching(tree, events):
+            assert [pod, ctr] == events.take(2)
+            (ctr.path / "memory.max").write_text("max\n")
+            (ctr.path / "cpu.max").write_text("100000 100000\n")
+            expected = CgroupFileChanged(uid=pod.uid, container_id=ctr.container_id, path=ctr.path, file="cpu.max")
+            assert [expected] == events.take(1, timeout=1.0)
+
+    def test_polling_reports_no_file_changes(self, tmp_path: Path) -> None:
+        """In polling mode a write to ``cpu.max`` is not reported (the periodic full pass repairs it)."""
+        events = Events(files=True)
+        tree = build_tree(tmp_path)
+        pod = pod_event(tree, 1, "Guaranteed")
+        ctr = container_event(pod, tree, 1, "containerd", Runtime.CONTAINERD)
+        tree.add_container(tree.add_pod(pod.uid), container_hex(1))
+        with watching(tree, events, mode=WatchMode.POLL, poll_interval=0.02):
+            assert [pod, ctr] == events.take(2)
+            (ctr.path / "cpu.max").write_text("100000 100000\n")
+            time.sleep(0.2)
+            assert 0 == events.queue.qsize()
 
 
 class TestPolling:
