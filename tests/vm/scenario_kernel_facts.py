@@ -7,6 +7,7 @@ kernel shows up there as expected-vs-actual.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
@@ -37,6 +38,8 @@ SYS_CPU = Path("/sys/devices/system/cpu")
 
 
 INOTIFY_ROUNDS = 40
+IN_IGNORED = 0x00008000
+"""inotify(7): the watch was removed (its directory went, or ``inotify_rm_watch``)."""
 THROTTLE_SECONDS = 1.5
 THROTTLE_DEADLINE = 15.0
 """Measure 1.5 s, longer (up to 15 s) until the limited process has been throttled: see cpu_stat_window."""
@@ -280,6 +283,41 @@ def inotify_events(tree: KubeTree, out: dict[str, object]) -> None:
     }
 
 
+def file_modify_event(tree: KubeTree, out: dict[str, object]) -> None:
+    """A watch (mask IN_MODIFY) on a container cgroup *directory* reports another process's write to its
+    ``cpu.max``, by file name, and a rewrite of the same value too; what becomes of the watch at rmdir.
+
+    What the agent's watcher relies on to notice runc rewriting ``cpu.max`` after podpin pinned a container
+    (``agent/cgroups/watch.py``): the writer is a separate process (``sh -c 'echo ... > cpu.max'``), as runc is.
+    """
+    ctr = tree.add_container(tree.add_pod())
+    write(ctr.path, "cpu.max", "max 100000")
+    notify = Inotify()
+    wd = notify.watch(ctr.path, IN_MODIFY)
+
+    def other_process_writes(value: str) -> list[dict[str, object]]:
+        script = 'echo "$1" > "$0/cpu.max"'
+        subprocess.run(["/bin/sh", "-c", script, str(ctr.path), value], check=True, timeout=30)
+        events = [(w, mask, name) for w, mask, name in notify.read(2.0) if w == wd]
+        return [{"name": name, "in_modify": bool(mask & IN_MODIFY)} for _, mask, name in events]
+
+    out["on_quota_write"] = other_process_writes("100000 100000")
+    out["cpu_max_after"] = cpu_max(ctr.path)
+    out["on_same_value_write"] = other_process_writes("100000 100000")
+    out["on_max_write"] = other_process_writes("max")
+    tree.remove(ctr.path)
+    gone: list[tuple[int, int, str]] = []
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        gone += notify.read(0.5)
+    out["masks_after_rmdir"] = [hex(mask) for w, mask, _ in gone if w == wd]
+    out["ignored_on_rmdir"] = any(w == wd and mask & IN_IGNORED for w, mask, _ in gone)
+    libc = ctypes.CDLL(None, use_errno=True)
+    out["rm_watch_after_rmdir"] = int(libc.inotify_rm_watch(notify.fd, wd))
+    out["ignored_after_rm_watch"] = any(w == wd and mask & IN_IGNORED for w, mask, _ in notify.read(2.0))
+    notify.close()
+
+
 def populated_event(tree: KubeTree, out: dict[str, object]) -> None:
     """``cgroup.events`` raises IN_MODIFY when the first process enters a container cgroup and the last leaves."""
     ctr = tree.add_container(tree.add_pod())
@@ -344,6 +382,7 @@ def main() -> int:
         ("affinity_follows_cpuset", affinity_follows_cpuset),
         ("inotify_events", inotify_events),
         ("populated_event", populated_event),
+        ("file_modify_event", file_modify_event),
         ("no_capabilities", no_capabilities),
     ):
         with sc.step(name) as out:

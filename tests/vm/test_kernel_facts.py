@@ -275,6 +275,28 @@ class TestInotify:
         )
         assert ("populated 0", True, "populated 1", True, "populated 0") == actual, step.explain
 
+    def test_container_dir_watch_reports_another_process_writing_cpu_max(self, facts: GuestRun) -> None:
+        """A watch with mask IN_MODIFY on a container cgroup directory reports ``cpu.max`` by name when another
+        process writes it (as runc does after podpin pinned the container), also for a rewrite of the same value
+        (podpin's own writes are seen too)."""
+        step = facts.step("file_modify_event")
+        event = [{"name": "cpu.max", "in_modify": True}]
+        actual = (step["on_quota_write"], step["cpu_max_after"], step["on_same_value_write"], step["on_max_write"])
+        assert (event, "100000 100000", event, event) == actual, step.explain
+
+    def test_rmdir_of_a_watched_cgroup_keeps_the_watch_until_removed(self, facts: GuestRun) -> None:
+        """rmdir of a watched cgroup2 directory delivers nothing to its own watch (no IN_DELETE_SELF, no
+        IN_IGNORED: the watch holds the inode), so the watch stays until ``inotify_rm_watch``, which then gives
+        IN_IGNORED: the agent's watcher removes a container's watch when its pod's watch reports it gone."""
+        step = facts.step("file_modify_event")
+        actual = (
+            step["masks_after_rmdir"],
+            step["ignored_on_rmdir"],
+            step["rm_watch_after_rmdir"],
+            step["ignored_after_rm_watch"],
+        )
+        assert ([], False, 0, True) == actual, step.explain
+
 
 class TestWithoutCapabilities:
     """The DaemonSet needs no privileged mode or capability to write cgroup files."""
