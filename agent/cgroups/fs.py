@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -203,13 +203,17 @@ class CgroupFS:
         return frozenset(self.read_text(cgroup, SUBTREE_CONTROL).split())
 
     # -- controllers -------------------------------------------------------------------
-    def enable_controllers(self, cgroup: Path) -> tuple[WriteRecord, ...]:
+    def enable_controllers(self, cgroup: Path, enabled: Set[Path] = frozenset()) -> tuple[WriteRecord, ...]:
         """Make ``cgroup`` have ``cpuset.*`` and ``cpu.*`` files.
 
         Walks from the root down to ``cgroup``'s parent and adds ``+cpuset +cpu``
         (only the missing ones) to each ``cgroup.subtree_control``. ``cgroup``'s own
         ``subtree_control`` is left alone: a leaf with processes cannot enable
         controllers (EBUSY, "no internal processes").
+
+        ``enabled``: cgroups known to enable both for their children already (a walk down to one of them
+        succeeded): the walk starts below the deepest of them, so a new container in a known pod costs one read
+        of the pod's ``subtree_control``, not one per level from the root.
 
         Returns:
             the writes made, top-down.
@@ -224,8 +228,11 @@ class CgroupFS:
         except ValueError:
             raise CgroupPathError(f"cgroup path {cgroup} is not below the cgroup root {self.root}") from None
         records: list[WriteRecord] = []
-        level = self.root
-        for part in parts:
+        levels = [self.root]
+        for part in parts[:-1]:
+            levels.append(levels[-1] / part)
+        known = max((i for i, level in enumerate(levels) if level in enabled), default=-1)
+        for level in levels[known + 1 :]:
             have = self.read_subtree_control(level)
             missing = [name for name in CONTROLLERS if name not in have]
             if missing:
@@ -239,7 +246,6 @@ class CgroupFS:
                 records.append(
                     WriteRecord(path=level, file=SUBTREE_CONTROL, old=old, new=text, result="ok", phase="controllers")
                 )
-            level = level / part
         return tuple(records)
 
     # -- the ordered writer ------------------------------------------------------------

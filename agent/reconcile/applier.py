@@ -13,10 +13,11 @@ The order of a pass and why a full pass yields between its steps are in ``reconc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Set
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from agent.alloc import ContainerPlan, Observed, Plan, PodPlan, Pool
 from agent.audit import AffinityAudit
@@ -25,9 +26,9 @@ from agent.cgroups import (
     CgroupError,
     CgroupFS,
     CgroupLayout,
-    ScannedContainer,
     ScannedPod,
-    ensure_inside,
+    checked_once,
+    list_containers,
     scan,
 )
 from agent.cpuset import CPUSet
@@ -50,6 +51,21 @@ _PENDING_TTL = 300.0
 
 Pending = Callable[[], bool]
 """Asked between the steps of a full pass: True when targeted work waits (the pass then returns early)."""
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _paths_checked_once(method: _Method) -> _Method:
+    """Run ``method`` in one :func:`checked_once` scope: each cgroup directory it touches is checked for symlinks
+    once, not before every read and write (``agent/cgroups/path_guard.py``)."""
+
+    @functools.wraps(method)
+    def scoped(*args: Any, **kwargs: Any) -> Any:
+        with checked_once():
+            return method(*args, **kwargs)
+
+    return cast("_Method", scoped)
 
 
 class Applier:
@@ -137,6 +153,7 @@ class Applier:
             del self._applied[key]
 
     # -- reading the tree --------------------------------------------------------------------------
+    @_paths_checked_once
     def observe_live(self, views: list[PodView]) -> dict[str, Observed]:
         """The explicit cpusets on the live cgroups of these pods (for rebuilding a lost checkpoint)."""
         observed: dict[str, Observed] = {}
@@ -191,25 +208,21 @@ class Applier:
 
     def _rescan(self, pod: ScannedPod) -> ScannedPod | None:
         """``pod`` with its container cgroups as they are now; None when its cgroup is gone."""
-        containers = []
         try:
-            names = sorted(entry.name for entry in pod.path.iterdir() if entry.is_dir() and not entry.is_symlink())
+            containers = list_containers(self.layout, pod.path)
         except OSError:
             return None
-        for name in names:
-            parsed = self.layout.parse_container_dir(name)
-            if parsed is not None:
-                path = ensure_inside(self.layout.root, pod.path / name, resolved_root=self.layout.real_root)
-                containers.append(ScannedContainer(id=parsed[1], runtime=parsed[0], path=path))
-        return dataclasses.replace(pod, containers=tuple(containers))
+        return None if containers is None else dataclasses.replace(pod, containers=containers)
 
     # -- writing -----------------------------------------------------------------------------------
+    @_paths_checked_once
     def write_pod_level(self, plan: Plan, pod: PodPlan) -> None:
         """Write ``pod``'s pod cgroup only (NRI: before the runtime creates a container in it)."""
         scanned = self._scan_pod(pod.cgroup_key, pod.qos)
         if scanned is not None:
             self._write(plan, [t for t in pod_targets(pod, scanned, self.identities) if t.level is CgroupLevel.POD])
 
+    @_paths_checked_once
     def apply_targeted(self, plan: Plan, dirty: Set[str], new_cgroups: Mapping[str, set[Path]]) -> None:
         """Write the pods something happened to: their new container cgroups (and the pod), or all of a dirty pod."""
         targets: list[Target] = []
@@ -229,6 +242,7 @@ class Applier:
             targets.extend(found)
         self._write(plan, targets)
 
+    @_paths_checked_once
     def start_sweep(self, plan: Plan, dirty: Set[str], new_cgroups: Iterable[str]) -> None:
         """Scan the tree for a full pass: the pods with new container cgroups, then the dirty ones, go first."""
         try:
@@ -247,6 +261,7 @@ class Applier:
         """Leave the full pass in progress (the kubelet pins CPUs: nothing is written)."""
         self._sweep = None
 
+    @_paths_checked_once
     def continue_sweep(self, plan: Plan | None, pending: Pending | None) -> bool:
         """Take sweep steps until it is done or ``pending()`` says targeted work waits (after one step at least);
         True when the full pass completed here."""
@@ -335,7 +350,7 @@ class Applier:
             if parent in self._controllers:
                 continue
             try:
-                records = self.fs.enable_controllers(target.path)
+                records = self.fs.enable_controllers(target.path, self._controllers)
             except CgroupError as err:
                 self.reporter.controllers_failed(target, err)
                 continue

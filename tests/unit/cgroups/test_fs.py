@@ -189,6 +189,33 @@ class TestEnableControllers:
             ),
         ) == records
 
+    def test_the_walk_starts_below_the_deepest_known_level(self, tmp_path: Path) -> None:
+        """Levels known to enable both already are not read again: with the QoS level known, a new pod's container
+        costs one read of the pod's own ``subtree_control`` instead of one per level from the root."""
+        tree = build_tree(tmp_path)
+        pod = tree.add_pod(pod_uid(1), "Burstable")
+        container = tree.add_container(pod, container_hex(1))
+        reads: list[str] = []
+        ops = tree.ops()
+
+        class ReadRecorder:
+            def read(self, path: Path) -> str:
+                reads.append(str(path.parent.relative_to(tree.root)))
+                return ops.read(path)
+
+            def write(self, path: Path, text: str) -> None:
+                ops.write(path, text)
+
+        fs = CgroupFS(tree.root, ReadRecorder())
+        assert () == fs.enable_controllers(container)
+        walked = list(reads)
+        reads.clear()
+        assert () == fs.enable_controllers(container, {tree.root, tree.kubepods(), pod.parent})
+        assert ([".", "kubepods.slice", str(pod.parent.relative_to(tree.root)), str(pod.relative_to(tree.root))]) == (
+            walked
+        )
+        assert [str(pod.relative_to(tree.root))] == reads
+
     def test_already_enabled(self, pod: Pod) -> None:
         """Nothing is written when every level already enables cpuset and cpu."""
         assert ((), []) == (pod.fs().enable_controllers(pod.a), pod.recorder.writes)

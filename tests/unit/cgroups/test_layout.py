@@ -17,6 +17,7 @@ from agent.cgroups.layout import (
     ScannedPod,
     detect_layout,
     ensure_inside,
+    list_containers,
     scan,
     validate_uid,
 )
@@ -360,3 +361,27 @@ class TestScan:
     def test_not_a_container_dir(self, driver: str, name: str) -> None:
         """conmon cgroups, other runtimes' names and malformed ids parse as None."""
         assert [None] == [CgroupLayout(root=ROOT, driver=Driver(driver)).parse_container_dir(name)]
+
+
+class TestListContainers:
+    def test_lists_real_container_directories_only(self, tmp_path: Path) -> None:
+        """A pod's container cgroups by name; a symlink named like a container and the control files are not."""
+        tree = build_tree(tmp_path, driver="systemd")
+        pod = tree.add_pod(pod_uid(1), "Burstable")
+        c2 = tree.add_container(pod, container_hex(2), "containerd")
+        c1 = tree.add_container(pod, container_hex(1), "containerd")
+        (pod / f"cri-containerd-{container_hex(3)}.scope").symlink_to(c1)
+        layout = detect_layout(tree.root)
+        expected = (
+            ScannedContainer(id=container_hex(1), runtime=Runtime.CONTAINERD, path=c1),
+            ScannedContainer(id=container_hex(2), runtime=Runtime.CONTAINERD, path=c2),
+        )
+        assert expected == list_containers(layout, pod)
+
+    def test_a_pod_gone_is_none(self, tmp_path: Path) -> None:
+        """A pod cgroup that is gone (or is a file) is None, not an empty pod."""
+        tree = build_tree(tmp_path, driver="systemd")
+        layout = detect_layout(tree.root)
+        assert None is list_containers(layout, tree.kubepods() / "kubepods-pod-gone.slice")
+        assert None is list_containers(layout, tree.kubepods() / "cgroup.procs")
+
