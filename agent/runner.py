@@ -473,13 +473,22 @@ class Agent:
         thread.start()
         self._threads.append(thread)
 
-    def _handle(self, item: LoopEvent) -> None:
+    def _take(self, item: LoopEvent) -> bool:
+        """Handle one queued item inside the pass's fault boundary; True when it asks for a targeted pass (one
+        that failed still does: the pass finds out what is left)."""
+        with self.reconciler.boundary.guard(Stage.PASS, "event"):
+            return self._handle(item)
+        return not isinstance(item, StopLoop)  # it failed (reported at the boundary)
+
+    def _handle(self, item: LoopEvent) -> bool:
         if isinstance(item, PodsChanged):
             self.reconciler.on_pods(item.event)
         elif isinstance(item, CgroupChanged):
-            self.reconciler.on_cgroup(item.event, item.at)
+            # False for a container's file change the reconciler defers (a write fight): no pass for it now
+            return self.reconciler.on_cgroup(item.event, item.at)
         elif isinstance(item, NRICall):
             item.calls.run(item.job)  # the desk's answer, on the loop (agent/reconcile/nri_handler.py)
+        return not isinstance(item, StopLoop)
 
     # -- NRI ------------------------------------------------------------------------------------
     def _nri_wanted(self) -> bool:
@@ -654,22 +663,21 @@ class Agent:
                 item = None
             self._heartbeat = time.monotonic()
             guard = self.reconciler.boundary.guard
+            targeted = False
             if item is not None:
-                with guard(Stage.PASS, "event"):
-                    self._handle(item)
+                targeted = self._take(item)
                 while True:
                     try:
                         queued = self._queue.get_nowait()
                     except queue.Empty:
                         break
-                    with guard(Stage.PASS, "event"):
-                        self._handle(queued)
+                    targeted = self._take(queued) or targeted
             now = time.monotonic()
             rechecked = False
             with guard(Stage.PASS, "recheck"):
                 self.nri_desk.revisit(now)
                 rechecked = self.reconciler.recheck(now)
-            step = schedule.step(now, targeted=not (item is None or isinstance(item, StopLoop)) or rechecked)
+            step = schedule.step(now, targeted=targeted or rechecked)
             if step is LoopStep.RESYNC:
                 if not self.options.once:
                     self._follow_config()

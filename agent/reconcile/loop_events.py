@@ -27,7 +27,8 @@ class PodsChanged:
 
 @dataclass(frozen=True, slots=True)
 class CgroupChanged:
-    """The cgroup watcher saw a cgroup appear or go (``at``: when, for the pin latency)."""
+    """The cgroup watcher saw a cgroup appear or go, or a container's managed file written (``at``: when, for
+    the pin latency of a new container)."""
 
     event: WatchEvent
     at: float

@@ -36,6 +36,17 @@ every set written still comes from the planner's latest plan. ``run_pass()``
 without ``pending`` (``--once``, tests) finishes the sweep before it returns;
 ``sweeps`` counts the full passes completed (readiness waits for the first).
 
+A write to a known container's ``cpuset.cpus``, ``cpuset.mems`` or ``cpu.max`` (the watcher's
+:class:`~agent.cgroups.CgroupFileChanged`: runc applying the OCI spec's quota after podpin pinned the container in
+bundle mode, ``runc update``) makes that container a target of the next targeted pass, as a new cgroup is, but
+without a pin-latency trace, unless the cgroup already holds what the plan wants (``file_changes.py``: the event
+of podpin's own write costs one read, and no pass). A repaired value is drift (``cgroup.drift_repaired``, the
+drift metric). Against a write fight (another writer that insists) each container is re-applied at most 4 times
+at once, then once a second (``repair_throttle.py``); a change that finds no token is re-applied when one is back
+(:meth:`Reconciler.next_recheck`). An event that needs no pass now says so (:meth:`Reconciler.on_cgroup` returns
+False) and the loop runs none for it. In dry-run, or while the kubelet pins CPUs, nothing is written, so nothing is
+repaired at once.
+
 Who a container cgroup is comes from the identity book: NRI, the runtime's
 bundle (read when the cgroup appears, ``naming.py``), else the pod status.
 
@@ -69,6 +80,8 @@ import structlog
 from agent.alloc import CheckpointError, Plan, Planner, PlannerError, PodPlan
 from agent.audit import AffinityAudit
 from agent.cgroups import (
+    CgroupError,
+    CgroupFileChanged,
     CgroupFS,
     CgroupLayout,
     CgroupRemoved,
@@ -85,9 +98,11 @@ from agent.reconcile.applier import Applier, Pending
 from agent.reconcile.claims import CgroupClaims
 from agent.reconcile.decider import Decider
 from agent.reconcile.devices import DeviceGate
+from agent.reconcile.file_changes import container_values, holds
 from agent.reconcile.identity import IdentityBook, StatusFeed
 from agent.reconcile.naming import BundleNamer
 from agent.reconcile.pods import PodCache
+from agent.reconcile.repair_throttle import RepairThrottle
 from agent.reconcile.report_outcomes import report_decided, report_outcomes
 from agent.reconcile.reporter import PodRef, Reporter
 from agent.reconcile.snapshot import Snapshot
@@ -121,6 +136,7 @@ class Reconciler:
         self.node_identity = node_identity
         self.devices = devices
         self.layout = layout
+        self.fs = fs
         self.reporter = reporter
         self.store = store
         self.kubelet = kubelet
@@ -158,6 +174,8 @@ class Reconciler:
         )
         self._dirty: set[str] = set()
         self._new_cgroups: dict[str, set[Path]] = {}
+        self._repairs: RepairThrottle[tuple[str, Path]] = RepairThrottle()
+        """Re-applies of containers whose files something rewrote, by (pod key, container cgroup)."""
         self._full = True
         self.snapshot: Snapshot | None = None
         self.passes = 0
@@ -201,8 +219,11 @@ class Reconciler:
             if isinstance(uid, str):
                 self._dirty.add(uid)
 
-    def on_cgroup(self, event: WatchEvent, seen_at: float | None = None) -> None:
-        """A cgroup appeared (or went): remember when, so the pin latency can be measured."""
+    def on_cgroup(self, event: WatchEvent, seen_at: float | None = None) -> bool:
+        """A cgroup appeared (or went): remember when, so the pin latency can be measured; a container's file
+        changed: re-apply it (throttled, module docstring). False when the event asks for no pass now."""
+        if isinstance(event, CgroupFileChanged):
+            return self._file_changed(event)
         if isinstance(event, ContainerCgroupAppeared):
             handled = self.clock()
             self.applier.cgroup_appeared(event.path, seen_at if seen_at is not None else handled, handled)
@@ -217,29 +238,55 @@ class Reconciler:
         elif isinstance(event, CgroupRemoved):
             self.applier.cgroup_removed(event.path)
             parsed = self.layout.parse_container_dir(event.path.name)
-            if parsed is not None and self.namer is not None:
-                self.namer.forget(parsed[1])
+            if parsed is not None:
+                self._repairs.forget(lambda key: key[1] == event.path)
+                if self.namer is not None:
+                    self.namer.forget(parsed[1])
+        return True
+
+    def _file_changed(self, event: CgroupFileChanged) -> bool:
+        """A container's managed file was written: True when it is made a target of the next pass (module
+        docstring); False when nothing is to be written there, or the re-apply is deferred (a write fight)."""
+        if self.dry_run or self.blocked is not None:
+            return False  # nothing is written: the full passes say what would be
+        targets = self._new_cgroups.get(event.uid, set())
+        if event.path in targets:
+            return True  # already a target of the next pass: all the events before it are one re-apply
+        pod = self.decider.pod_plan(event.uid)
+        want = container_values(pod, event.container_id, event.path, self.identities) if pod is not None else None
+        if want is None:
+            return False  # podpin writes nothing there
+        try:
+            if holds(self.fs.read_values(event.path), want):
+                return False  # podpin's own write, or the same value again: one read, no pass
+        except CgroupError:
+            pass  # unreadable or gone: the pass finds out (and a removal event follows)
+        if not self._repairs.offer((event.uid, event.path), self.clock()):
+            return False  # deferred: due at next_recheck()
+        self._new_cgroups.setdefault(event.uid, set()).add(event.path)
+        return True
 
     # -- container identity from the runtime's bundles ------------------------------------------
     def next_recheck(self) -> float | None:
-        """When a bundle that was not complete is due to be read again, or a pod's devices asked about (or None)."""
+        """When a bundle that was not complete is due to be read again, a pod's devices asked about, or a container
+        whose files changed re-applied (or None)."""
         due = [
             at
             for at in (
                 self.namer.next_recheck() if self.namer is not None else None,
                 self.devices.next_retry() if self.devices is not None else None,
+                self._repairs.next_due(),
             )
             if at is not None
         ]
         return min(due, default=None)
 
     def recheck(self, now: float | None = None) -> bool:
-        """Read again the bundles that are due; True when any was, or a pod's devices are due (then run a pass)."""
+        """Read again the bundles that are due, take the deferred re-applies that are; True when any was, or a
+        pod's devices are due (then run a pass)."""
         now = self.clock() if now is None else now
         devices_due = self.devices is not None and self.devices.retry_due(now)
-        if self.namer is None:
-            return devices_due
-        due = self.namer.recheck(now)
+        due = [*(self.namer.recheck(now) if self.namer is not None else ()), *self._repairs.due(now)]
         for pod_key, path in due:
             self._new_cgroups.setdefault(pod_key, set()).add(path)
         return bool(due) or devices_due

@@ -38,7 +38,8 @@ def three_pinned(node: AgentNode, api: ApiServerEmulator) -> list[dict[str, Any]
         api.add_pod(raw)
         node.add_pod(raw, manifest=False)
     with running(agent_for(node, api)):
-        wait_until(lambda: node.cpus(pods[2], "app") == "3,19", what="c pinned")
+        expected = ["1,17", "2,18", "3,19"]
+        wait_until(lambda: [node.cpus(raw, "app") for raw in pods] == expected, what="a, b, c pinned")
     return pods
 
 

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,16 @@ def node(tmp_path: Path) -> AgentNode:
 
 def _admitted(agent: Any, raw: dict[str, Any]) -> bool:
     return bool(agent.reconciler.planner.is_admitted(raw["metadata"]["uid"]))
+
+
+def _settled(agent: Any) -> None:
+    """Wait until the loop's queue stayed empty for 0.1 s (the watcher's events of the agent's own writes taken)."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if not agent.work_waiting():
+            return
+    raise AssertionError("the agent's loop did not settle within 5 s")
 
 
 @pytest.mark.parametrize("driver", ["systemd", "cgroupfs"])
@@ -87,7 +98,11 @@ def test_a_new_container_writes_only_itself_and_its_pod(tmp_path: Path) -> None:
         first = node.start_container(pod, "a")
         wait_until(lambda: node.read(first) not in ("", "0-31"), what="a pinned")
         pinned = node.read(first)
-        node.tree.preset(first, "cpuset.cpus", "0-31")
+        _settled(agent)  # the watcher's events of that write taken, so none is left to look at ``a`` again
+        # a drift the watcher does not report (a rename raises no IN_MODIFY): only a write to ``a`` could undo it
+        staged = first.parent / "drifted-cpus"
+        staged.write_text("0-31")
+        os.replace(staged, first / "cpuset.cpus")
         second = node.start_container(pod, "b")
         wait_until(lambda: node.read(second) not in ("", "0-31"), what="b pinned")
         assert ("0-31", True) == (node.read(first), node.read(second) != pinned)
