@@ -384,4 +384,3 @@ class TestListContainers:
         layout = detect_layout(tree.root)
         assert None is list_containers(layout, tree.kubepods() / "kubepods-pod-gone.slice")
         assert None is list_containers(layout, tree.kubepods() / "cgroup.procs")
-
