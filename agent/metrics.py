@@ -391,6 +391,8 @@ class AgentMetrics:
         nri_connected: 1 while the NRI plugin is registered and synchronized, else 0.
         nri_available: 1 while ``nri.enabled`` and the runtime's NRI socket exists (NRI is on in the runtime), else 0;
             with ``nri_connected`` at 0 the runtime offers NRI and podpin is not its plugin (PodpinNRIDisconnected).
+        cgroup_unwatched_containers: container cgroups whose files the watcher could not watch (the inotify watch
+            limit): a runtime's rewrite of their ``cpu.max`` or cpusets waits for the next full pass.
         config_restart_needed: 1 while changed configuration keys wait for a restart (``agent/config_follow.py``).
         condition_patches: patches of the pod condition ``podpin.io/CPUsPinned``, by ``result``.
         cgroup_claims_refused: pods kept off a cgroup they claimed, by ``reason`` (``mirror_not_node_owned``: a
@@ -512,6 +514,11 @@ class AgentMetrics:
         self.nri_available = gauge(
             "nri_available",
             "1 while nri.enabled and the runtime's NRI socket exists (NRI is on in the runtime), else 0.",
+        )
+        self.cgroup_unwatched_containers = gauge(
+            "cgroup_unwatched_containers",
+            "Container cgroups whose cpu.max and cpuset files the watcher could not watch (the inotify watch limit): "
+            "a rewrite there is repaired at the next full pass, not at once.",
         )
         self.condition_patches = counter(
             "condition_patches",

@@ -325,6 +325,8 @@ class Agent:
         )
         watch_mode = WatchMode.AUTO if self.config.cgroup_watch == WatchMode.OFF else self.config.cgroup_watch
         self.watcher = CgroupWatcher(self.layout, self._on_cgroup, mode=watch_mode)
+        self._said_unwatched = False
+        self.metrics.cgroup_unwatched_containers.set_function(lambda: float(self.watcher.unwatched_containers))
         self.watcher.boundary = self.reconciler.boundary
         try:
             self.server = AgentServer(
@@ -484,11 +486,24 @@ class Agent:
         if isinstance(item, PodsChanged):
             self.reconciler.on_pods(item.event)
         elif isinstance(item, CgroupChanged):
+            self._say_unwatched()
             # False for a container's file change the reconciler defers (a write fight): no pass for it now
             return self.reconciler.on_cgroup(item.event, item.at)
         elif isinstance(item, NRICall):
             item.calls.run(item.job)  # the desk's answer, on the loop (agent/reconcile/nri_handler.py)
         return not isinstance(item, StopLoop)
+
+    def _say_unwatched(self) -> None:
+        """Say once that a container cgroup's files could not be watched (the gauge counts them all)."""
+        reason = self.watcher.unwatched_reason
+        if reason is not None and not self._said_unwatched:
+            self._said_unwatched = True
+            self.log.warning(
+                "cgroup.file_watch_failed",
+                error=reason,
+                effect="a rewrite of that container's cpu.max or cpusets is repaired at the next full pass",
+                hint="raise fs.inotify.max_user_watches",
+            )
 
     # -- NRI ------------------------------------------------------------------------------------
     def _nri_wanted(self) -> bool:

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,10 @@ def _node(tmp_path: Path) -> tuple[AgentNode, dict[str, Any]]:
     node.add_pod(web)
     bundle_path(node.runtime_root, "0" * 64).parent.parent.mkdir(parents=True, exist_ok=True)
     return node, web
+
+
+def _repairs_are(agent: Agent, count: float) -> bool:
+    return sample(agent, "podpin_drift_repairs_total") == count
 
 
 def _rewrite(path: Path, value: str) -> None:
@@ -111,3 +116,21 @@ def test_a_writer_that_insists_gets_one_repair_a_second_and_loses_when_it_stops(
         back = time.monotonic() - stopped
         swept = agent.reconciler.sweeps - sweeps
     assert (True, True, True, 0) == (1 <= during <= 4 + 3, passes <= 30, back < 10.0, swept), (during, passes, back)
+
+
+def test_a_container_whose_files_cannot_be_watched_is_said_once_and_counted(tmp_path: Path) -> None:
+    """The watcher could not watch a container's files (the inotify watch limit): the agent says so once
+    (``cgroup.file_watch_failed``, with the reason and what it means) and ``podpin_cgroup_unwatched_containers``
+    counts them, however many cgroup events follow (two rewrites here, each repaired, so each was handled)."""
+    node, web = _node(tmp_path)
+    with capture_logs() as logs, running(node.agent()) as agent:
+        path = _pinned_container(node, agent, web)
+        before = sample(agent, "podpin_cgroup_unwatched_containers")
+        reason = "/sys/fs/cgroup/kubepods/pod1/abc: No space left on device"
+        agent.watcher.unwatched_containers, agent.watcher.unwatched_reason = 2, reason
+        for repairs in (1.0, 2.0):
+            _rewrite(path, QUOTA)
+            wait_until(partial(_repairs_are, agent, repairs), what=f"repair {repairs}")
+        said = lines(logs, "cgroup.file_watch_failed")
+        after = sample(agent, "podpin_cgroup_unwatched_containers")
+    assert (0.0, 2.0, 1, reason) == (before, after, len(said), said[0]["error"])

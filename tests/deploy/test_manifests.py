@@ -95,6 +95,7 @@ METRICS: dict[str, frozenset[str]] = {
     "podpin_memory_pinning_errors_total": frozenset(),
     "podpin_nri_connected": frozenset(),
     "podpin_nri_available": frozenset(),
+    "podpin_cgroup_unwatched_containers": frozenset(),
     "podpin_container_pins_total": frozenset({"source"}),
 }
 HISTOGRAMS = frozenset(
