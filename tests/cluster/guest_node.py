@@ -27,6 +27,7 @@ from typing import Any
 from tests.cluster.guest_ops import NodeControls
 from tests.vm.background import Background
 from tests.vm.containerd import Containerd, ContainerdConfig
+from tests.vm.kubetree import hold_cfs_bandwidth
 from tests.vm.matrix import MATRIX
 from tests.vm.scenario import HEARTBEAT_FILE, Heartbeat
 
@@ -172,6 +173,7 @@ def main(config_path: str) -> int:
     root_over_rootfs()
     for path in WRITABLE:
         make_writable(path)
+    hold_cfs_bandwidth()  # TCG: no kernel text patching per container quota (tests/vm/kubetree.py)
     network(Path(config["modules"]), config["node_ip"], config["gateway"])
     runtime = MATRIX[config.get("runtime", "containerd-1.7")]
     built_root = Path(config.get("runtimes_dir", "/tmp/podpin-runtimes"))

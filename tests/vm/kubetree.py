@@ -268,6 +268,29 @@ def enable_controllers(cgroup: Path, root: Path = CGROUP_ROOT) -> None:
             write(node, "cgroup.subtree_control", " ".join(f"+{c}" for c in missing))
 
 
+BANDWIDTH_HOLDER = "podpin-tcg-cfs-bandwidth"
+"""The guest cgroup that keeps a CFS quota for the guest's whole life (:func:`hold_cfs_bandwidth`)."""
+
+
+def hold_cfs_bandwidth(root: Path = CGROUP_ROOT) -> Path:
+    """Keep the kernel's CFS bandwidth static key on for the rest of the guest's life; returns the holder cgroup.
+
+    The kernel switches a static key (``__cfs_bandwidth_used``) on when the first cgroup gets a ``cpu.max``
+    quota and off when the last one drops it, and each switch patches kernel text on every CPU. Under TCG such
+    patching can freeze the whole guest: a node where runc writes each new exclusive container's quota and podpin
+    writes ``max`` back within milliseconds switched the key twice per container, and three 8-vCPU guests of
+    ``scripts/bench_pin_window.py`` froze whole (heartbeat still, nothing on the console) within a few pods of
+    bundle mode, none with podpin's repair held back (2026-12-07; ``docs/benchmarks.md``, issue 20's fifth
+    round). An empty cgroup with a quota no one can use up keeps the key on, so the guest never patches it. Test
+    infrastructure only: on hardware the switch costs microseconds, and podpin does not do this on nodes.
+    """
+    holder = root / BANDWIDTH_HOLDER
+    holder.mkdir(exist_ok=True)
+    enable_controllers(holder, root)
+    write(holder, "cpu.max", "100000000 100000")
+    return holder
+
+
 # -- the tree ---------------------------------------------------------------------------------------
 
 

@@ -43,6 +43,7 @@ from tests.vm.agentrun import free_port, http_get, log_events, metric_samples, s
 from tests.vm.background import Background, podpin
 from tests.vm.containerd import Containerd, ContainerdConfig
 from tests.vm.crikubelet import CRIKubelet, PodRun, first_view, probe_uptime
+from tests.vm.kubetree import hold_cfs_bandwidth
 from tests.vm.matrix import MATRIX, RuntimeChoice
 from tests.vm.pinwindow import WindowObserver
 from tests.vm.runtimepods import manifest
@@ -189,6 +190,7 @@ class RuntimeNode:
         self.base = base
         self.runtime = runtime
         self.built_root = built_root
+        hold_cfs_bandwidth()  # TCG: no kernel text patching per container (kubetree.hold_cfs_bandwidth)
         shutil.rmtree(base, ignore_errors=True)
         self.pods_dir = base / "pods"
         self.state_dir = base / "state"
