@@ -18,6 +18,9 @@ machine's highest fails with ERANGE and one inside the range it lacks with
 EINVAL (as measured on Debian's 6.1 kernel); ``cpu.max`` keeps its period when
 only a quota is written; ``cgroup.subtree_control`` creates the controller files
 in the children.
+A value is replaced whole, as the kernel replaces it: a write here is an open with ``O_TRUNC`` and a write, so
+another thread could read the empty file in between (a read of a cgroup file never shows that); every read and
+write of the emulation and :meth:`FixtureTree.preset` hold one lock (:data:`_VALUE_LOCK`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +45,9 @@ ROOT_CONTROLLERS = "cpuset cpu io memory hugetlb pids rdma misc"
 #: What the kubelet enables on kubepods and below.
 KUBE_SUBTREE = "cpuset cpu io memory hugetlb pids"
 _KERNEL_ORDER = ROOT_CONTROLLERS.split()
+_VALUE_LOCK = threading.RLock()
+"""Held by every emulated read and write: a reader sees a file's old value or its new one, never the empty file
+between a write's truncation and its data (the agent reads on another thread while a test writes)."""
 
 CPU_STAT = "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
 
@@ -128,9 +135,11 @@ class FixtureTree:
         return _read(cgroup / file)
 
     def preset(self, cgroup: Path, file: str, text: str) -> None:
-        """Put ``text`` in a file as the starting state, then recompute effective sets like the kernel."""
-        (cgroup / file).write_text(text)
-        _recompute_effective(self.root, cgroup)
+        """Put ``text`` in a file as the starting state (or a drift behind the agent's back), then recompute
+        effective sets like the kernel."""
+        with _VALUE_LOCK:
+            (cgroup / file).write_text(text)
+            _recompute_effective(self.root, cgroup)
 
     def ops(self) -> KernelEmulation:
         """A FileOps that behaves like the kernel on this tree."""
@@ -224,9 +233,14 @@ class KernelEmulation:
     inner: FileOps = field(default_factory=RealFileOps)
 
     def read(self, path: Path) -> str:
-        return self.inner.read(path)
+        with _VALUE_LOCK:
+            return self.inner.read(path)
 
     def write(self, path: Path, text: str) -> None:
+        with _VALUE_LOCK:
+            self._write(path, text)
+
+    def _write(self, path: Path, text: str) -> None:
         name, cgroup = path.name, path.parent
         if name in ("cpuset.cpus", "cpuset.mems"):
             try:

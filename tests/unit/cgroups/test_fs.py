@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import threading
 from pathlib import Path
 
 import pytest
@@ -514,3 +515,29 @@ class TestApplyRefusalsAndFailures:
         report = CgroupFS(pod.root).apply({pod.a: CgroupValues(cpuset_cpus=C("3"), cpu_max=M("max"))})
         assert ("3", ["cpuset.cpus"]) == (pod.tree.read(pod.a, "cpuset.cpus"), [w.file for w in report.writes])
         assert [f"{pod.a}/cpuset.cpus.effective is '0-7', expected '3'"] == [str(m) for m in report.mismatches]
+
+
+def test_kernel_emulation_replaces_a_value_whole_for_a_reader_on_another_thread(tmp_path: Path) -> None:
+    """A test's write behind the agent's back and the agent's read never meet half-way: the reader sees the old
+    value or the new one, never the empty file between a write's truncation and its data (a cgroup file never
+    shows that; a drift test once logged ``old: ""``)."""
+    tree = build_tree(tmp_path)
+    pod = tree.add_pod(pod_uid(1))
+    ops = tree.ops()
+    values = ("0-3", "4-7")
+    tree.preset(pod, "cpuset.cpus", values[0])
+    done = threading.Event()
+
+    def write_many() -> None:
+        for n in range(400):
+            tree.preset(pod, "cpuset.cpus", values[n % 2])
+            ops.write(pod / "cpuset.cpus", values[(n + 1) % 2])
+        done.set()
+
+    writer = threading.Thread(target=write_many)
+    writer.start()
+    seen: set[str] = set()
+    while not done.is_set():
+        seen.add(ops.read(pod / "cpuset.cpus"))
+    writer.join()
+    assert seen <= set(values)
