@@ -57,9 +57,10 @@ def _repairs_are(agent: Agent, count: float) -> bool:
     return sample(agent, "podpin_drift_repairs_total") == count
 
 
-def _rewrite(path: Path, value: str) -> None:
-    """Another writer's ``echo VALUE > cpu.max``."""
-    (path / "cpu.max").write_text(f"{value}\n")
+def _rewrite(node: AgentNode, path: Path, value: str) -> None:
+    """Another writer's ``echo VALUE > cpu.max``, replacing the value whole as the kernel does (the fixture's lock:
+    the agent never reads the empty file between the truncation and the data)."""
+    node.tree.preset(path, "cpu.max", f"{value}\n")
 
 
 def test_quota_rewritten_after_the_pin_is_repaired_at_once_as_drift(tmp_path: Path) -> None:
@@ -72,7 +73,7 @@ def test_quota_rewritten_after_the_pin_is_repaired_at_once_as_drift(tmp_path: Pa
         wait_until(lambda: sample(agent, "podpin_pin_latency_seconds_count") == 1.0, what="the pin observed")
         sweeps = agent.reconciler.sweeps
         began = time.monotonic()
-        _rewrite(path, QUOTA)
+        _rewrite(node, path, QUOTA)
         wait_until(lambda: node.read(path, "cpu.max") == UNLIMITED, timeout=10.0, what="cpu.max repaired")
         took = time.monotonic() - began
         wait_until(lambda: sample(agent, "podpin_drift_repairs_total") == 1.0, what="the repair counted")
@@ -102,7 +103,7 @@ def test_a_writer_that_insists_gets_one_repair_a_second_and_loses_when_it_stops(
 
         def insist() -> None:
             while not stop.wait(0.005):
-                _rewrite(path, QUOTA)
+                _rewrite(node, path, QUOTA)
 
         fighter = threading.Thread(target=insist, daemon=True)
         fighter.start()
@@ -129,7 +130,7 @@ def test_a_container_whose_files_cannot_be_watched_is_said_once_and_counted(tmp_
         reason = "/sys/fs/cgroup/kubepods/pod1/abc: No space left on device"
         agent.watcher.unwatched_containers, agent.watcher.unwatched_reason = 2, reason
         for repairs in (1.0, 2.0):
-            _rewrite(path, QUOTA)
+            _rewrite(node, path, QUOTA)
             wait_until(partial(_repairs_are, agent, repairs), what=f"repair {repairs}")
         said = lines(logs, "cgroup.file_watch_failed")
         after = sample(agent, "podpin_cgroup_unwatched_containers")
