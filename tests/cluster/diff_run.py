@@ -14,7 +14,6 @@ back) is reported with its error, the node is cleaned, and the next scenario run
 
 from __future__ import annotations
 
-import compileall
 import json
 import sys
 import time
@@ -33,13 +32,11 @@ from tests.cluster.diff_rows import Observation, Row, compare
 from tests.cluster.node import GuestNode
 from tests.cluster.procs import ClusterError, wait_for
 from tests.cluster.scenario_format import BUSYBOX_IMAGE, Apply, Delete, Restart, Scenario, by_machine
+from tests.vm.bytecode import GUEST_CODE, precompile_checkout
 from tests.vm.ociimage import SLEEP_IMAGE
 
-__all__ = ["GUEST_CODE", "DiffNode", "ScenarioRun", "precompile", "run_scenarios"]
+__all__ = ["DiffNode", "ScenarioRun", "run_scenarios"]
 
-REPO = Path(__file__).resolve().parents[2]
-GUEST_CODE = ("agent", "tests/__init__.py", "tests/cluster", "tests/vm")
-"""The checkout's code the guest imports (podpin, the guest's node and observer): compiled on the host first."""
 
 PODPIN = "podpin"
 """The name of podpin's process in the guest (its log: ``shared/podpin.log``)."""
@@ -353,29 +350,11 @@ def _guest_env() -> dict[str, str]:
     return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 
 
-def precompile(root: Path, parts: Iterable[str] = GUEST_CODE) -> bool:
-    """Write the bytecode of `parts` of the checkout at `root` (``__pycache__``, as an import would).
-
-    Why: the guest's root is the host's, read-only, so the guest's Python cannot cache what it compiles; the
-    checkout has no bytecode (``PYTHONDONTWRITEBYTECODE`` on this machine), and under TCG every podpin start, reset
-    and observer call compiled the agent from source again — about three of podpin's four minutes to ``/readyz``.
-    Returns whether everything compiled.
-    """
-    ok = True
-    for part in parts:
-        path = root / part
-        if path.is_dir():
-            ok = bool(compileall.compile_dir(path, quiet=1)) and ok
-        else:
-            ok = bool(compileall.compile_file(path, quiet=1)) and ok
-    return ok
-
-
 def run_scenarios(
     plane: ControlPlane, workdir: Path, scenarios: Iterable[Scenario], say: Callable[[str], None]
 ) -> Iterator[ScenarioRun]:
     """Run `scenarios` on `plane`, one guest boot per machine shape (one guest at a time), yielding each outcome."""
-    if not precompile(REPO):
+    if not precompile_checkout():
         say(f"  some of {', '.join(GUEST_CODE)} did not compile: the guest compiles it at each start")
     for index, (machine, group) in enumerate(by_machine(scenarios).items()):
         say(f"boot {index + 1}: {machine} for {len(group)} scenario(s)")

@@ -25,6 +25,7 @@ from tests.cluster.certs import write_kubeconfig
 from tests.cluster.controlplane import API_SERVICE_IP, NETWORK, NODE_IP, NODE_NAME, ControlPlane
 from tests.cluster.procs import ClusterError, free_port, liveness_checks, tail, wait_for
 from tests.vm import matrix
+from tests.vm.bytecode import precompile_checkout
 from tests.vm.harness import heartbeat_stall_seconds, kill_session
 from tests.vm.scenario import HEARTBEAT_FILE
 
@@ -241,6 +242,7 @@ class GuestNode:
             ClusterError: the guest exited, or the node was not Ready in time.
         """
         matrix.build((self.spec.runtime,))  # a containerd 2.x from its Go module, if not built yet
+        precompile_checkout()  # the guest's node and observer import the checkout (tests/vm/bytecode.py)
         for attempt in range(1, BOOT_ATTEMPTS + 1):
             try:
                 self._boot()

@@ -38,6 +38,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.vm.bytecode import precompile_checkout
 from tests.vm.scenario import HEARTBEAT_FILE
 
 __all__ = [
@@ -343,6 +344,7 @@ def _run_once(
     for stale in (results_path, console_path):
         stale.unlink(missing_ok=True)
     interpreter = python or os.path.abspath(sys.executable)
+    precompile_checkout()  # the guest imports the checkout and cannot cache its bytecode (tests/vm/bytecode.py)
     command = ["bash", str(VM_TESTS / "run-in-vm.sh"), interpreter, str(script), "--results", str(results_path), *args]
     run_env = {**os.environ, **config.env(), **(env or {})}
     run_env.update({"VM_DIR": str(directory), "VM_RW": str(workdir), "VM_CONSOLE_LOG": str(console_path)})

@@ -32,7 +32,9 @@ from tests.vm.planexpect import (
     run_plan,
 )
 
-LAYOUTS = [VMConfig(cpus=8, nodes=2, timeout_s=420), VMConfig(cpus=8, nodes=4, timeout_s=420)]
+LAYOUT_TIMEOUT_S = 900
+"""A hang guard only (a frozen guest is caught by its heartbeat): 2-6 min per layout here, by host and load."""
+LAYOUTS = [VMConfig(cpus=8, nodes=2, timeout_s=LAYOUT_TIMEOUT_S), VMConfig(cpus=8, nodes=4, timeout_s=LAYOUT_TIMEOUT_S)]
 agent_run = harness.scenario_fixture("scenario_agent.py", params=LAYOUTS)
 
 PODS: E2EPods = e2e_pods()

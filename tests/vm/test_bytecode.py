@@ -1,11 +1,12 @@
-"""The differential harness's shell without a guest: the checkout's code is compiled before the guest imports it."""
+"""The checkout's bytecode, written before a guest imports the checkout (``tests/vm/bytecode.py``), without a guest."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
-from tests.cluster.diff_run import GUEST_CODE, REPO, precompile
+from tests.support.paths import REPO
+from tests.vm.bytecode import GUEST_CODE, precompile, precompile_checkout
 
 
 def test_precompile_writes_the_bytecode_an_import_looks_for(tmp_path: Path) -> None:
@@ -30,3 +31,9 @@ def test_precompile_says_when_a_module_does_not_compile(tmp_path: Path) -> None:
 def test_the_guest_code_is_in_the_checkout() -> None:
     """Each part the guest imports exists where the harness looks for it."""
     assert [] == [part for part in GUEST_CODE if not (REPO / part).exists()]
+
+
+def test_the_checkout_compiles_for_the_guest() -> None:
+    """The guest's code compiles whole, and podpin's entry point then has the cache file the guest's import reads."""
+    assert precompile_checkout()
+    assert Path(importlib.util.cache_from_source(str(REPO / "agent" / "cli.py"))).is_file()
